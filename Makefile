@@ -1,0 +1,28 @@
+# Every target bootstraps its own virtual environment in .venv: nothing is installed by hand.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.slt-installed
+
+.PHONY: demo test bench lint clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m slt.demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) -m benchmarks
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check slt tests benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,33 @@
+"""NumPyro model builders. Each returns a `ModelSpec`: the model, its documented prior, its
+parameter count d, and `simulate(key, true_params, n)`.
+
+>>> spec = slt.models.reduced_rank_regression(5, 3, 5)
+>>> data = spec.simulate(jax.random.key(0), true_values, n=1000)
+>>> problem = spec.problem(data)
+"""
+
+from slt.models.base import ModelSpec
+from slt.models.linear import (
+    deep_linear_network,
+    linear_regression,
+    random_low_rank,
+    reduced_rank_regression,
+)
+from slt.models.mixtures import fixed_component_mixture, gaussian_mixture, two_component_mixture
+from slt.models.networks import ACTIVATIONS, two_layer_network
+from slt.models.toys import normal_crossing, product_model
+
+__all__ = [
+    "ACTIVATIONS",
+    "ModelSpec",
+    "deep_linear_network",
+    "fixed_component_mixture",
+    "gaussian_mixture",
+    "linear_regression",
+    "normal_crossing",
+    "product_model",
+    "random_low_rank",
+    "reduced_rank_regression",
+    "two_component_mixture",
+    "two_layer_network",
+]

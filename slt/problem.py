@@ -1,0 +1,458 @@
+"""`Problem`: a NumPyro model (or a loss) plus data, as pure JAX functions of the parameters.
+
+Every estimator in slt takes a `Problem`. It fixes the conventions once:
+
+* Parameters are a pytree (a dict of arrays, one per latent site) in **unconstrained** space:
+  a positive scale is stored as its log, a simplex by NumPyro's stick-breaking transform, and so
+  on (`numpyro.distributions.biject_to`). `constrain` / `unconstrain` move between spaces.
+* `loglik(params, batch)` is the per-example log-likelihood log p(y_i | x_i, w), shape (b,),
+  summed over the observed sites and over every non-data axis, with all normalising constants.
+  Handlers such as `numpyro.handlers.scale` do not change it.
+* `log_prior(params)` is the log prior density **of the unconstrained parameters**: the model's
+  prior at constrain(params) plus log |det d constrain / d params|.
+* L_n(w) = -(1/n) sum_i log p(y_i | x_i, w) is `loss(params)`; the log joint over the full data
+  is `log_joint(params)` = log_prior + sum_i loglik.
+
+Data are a dict of arrays sharing their leading (example) axis of length n; they are passed to
+the model as keyword arguments, so an observed site is written `numpyro.sample("y", ..., obs=y)`
+with `y` one of the data keys, inside a plate sized from the data (`x.shape[0]`), and a batch is
+any index slice of the data along that axis.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+from numpyro import handlers
+from numpyro.distributions import biject_to
+from numpyro.distributions.distribution import validation_enabled
+
+Params = Any  # a pytree of arrays
+Batch = dict[str, jax.Array]
+
+__all__ = ["Problem"]
+
+
+def _validate_data(data: Mapping[str, Any], x64: bool | None) -> tuple[dict[str, jax.Array], int]:
+    """Check that `data` is a non-empty dict of finite arrays with one shared leading axis."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"data must be a dict of arrays, got {type(data).__name__}")
+    if not data:
+        raise ValueError("data is empty: give at least one array (e.g. {'y': y})")
+    if x64 and not jax.config.jax_enable_x64:
+        raise ValueError(
+            "x64=True needs 64-bit JAX: call jax.config.update('jax_enable_x64', True) "
+            "before building the Problem"
+        )
+    arrays, lengths = {}, {}
+    for key, value in data.items():
+        array = np.asarray(value)
+        if array.ndim == 0:
+            raise ValueError(f"data[{key!r}] is a scalar; every data array needs an example axis")
+        if array.shape[0] == 0:
+            raise ValueError(f"data[{key!r}] is empty (shape {array.shape})")
+        if array.dtype.kind not in "biuf":
+            raise ValueError(f"data[{key!r}] has dtype {array.dtype}; expected numbers")
+        if array.dtype.kind == "f":
+            bad = ~np.isfinite(array)
+            if bad.any():
+                first = np.unravel_index(np.argmax(bad), array.shape)
+                raise ValueError(
+                    f"data[{key!r}] has {int(bad.sum())} non-finite value(s) (NaN or inf), "
+                    f"the first at index {tuple(int(i) for i in first)}"
+                )
+            if x64 is not None:
+                array = array.astype(np.float64 if x64 else np.float32)
+        arrays[key] = jnp.asarray(array)
+        lengths[key] = array.shape[0]
+    if len(set(lengths.values())) > 1:
+        raise ValueError(
+            f"data arrays must share their first (example) axis; lengths are {lengths}"
+        )
+    return arrays, next(iter(lengths.values()))
+
+
+def _check_finite_tree(tree: Params, what: str) -> None:
+    """Raise ValueError naming the first leaf of `tree` that is not finite."""
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        name = jax.tree_util.keystr(path)
+        leaf = np.asarray(leaf)
+        if leaf.dtype.kind != "f":
+            raise ValueError(f"{what}{name} has dtype {leaf.dtype}; parameters must be floats")
+        if not np.all(np.isfinite(leaf)):
+            raise ValueError(f"{what}{name} is not finite at the initial point: {leaf}")
+
+
+class Problem:
+    """A model plus data, as pure, jittable functions of unconstrained parameters.
+
+    Build one from a NumPyro model with `Problem(model, data)`, or from a loss of a network
+    trained elsewhere with `Problem.from_loss(nll_fn, params, data)`.
+
+    Args:
+      model: a NumPyro model. It is called as `model(**data, **model_kwargs)`; its observed
+        sites (`obs=` one of the data arrays) make the likelihood, its other sample sites are
+        the parameters. Mixtures must be written with `MixtureSameFamily` (marginalised), not
+        with discrete latent sites.
+      data: dict of arrays sharing a leading example axis of length n >= 1, all finite.
+      model_kwargs: further keyword arguments for the model that are not per-example data
+        (hyperparameters, fixed sizes).
+      x64: None keeps JAX's default float dtype; True stores float data as float64 (64-bit JAX
+        must be enabled); False stores it as float32.
+
+    Attributes:
+      n: number of examples. dim: number of unconstrained parameters (after constraints: a
+      K-simplex counts K - 1). data: the validated data. site_names: latent site names.
+
+    Example:
+      >>> problem = Problem(model, {"x": x, "y": y})
+      >>> params = problem.init(jax.random.key(0))
+      >>> problem.loglik(params, problem.data).shape   # (n,)
+    """
+
+    def __init__(
+        self,
+        model: Callable[..., Any],
+        data: Mapping[str, Any],
+        *,
+        model_kwargs: Mapping[str, Any] | None = None,
+        x64: bool | None = None,
+    ) -> None:
+        arrays, n = _validate_data(data, x64)
+        model_kwargs = dict(model_kwargs or {})
+        _check_signature(model, arrays, model_kwargs)
+        self.model = model
+        self.model_kwargs = model_kwargs
+        prior_trace = _trace_naming_invalid_sites(
+            lambda: handlers.trace(handlers.seed(model, 0)).get_trace(**arrays, **model_kwargs)
+        )
+        latent, observed = _split_sites(prior_trace)
+        self._transforms = {name: biject_to(prior_trace[name]["fn"].support) for name in latent}
+        template = {
+            name: jnp.zeros_like(self._transforms[name].inv(prior_trace[name]["value"]))
+            for name in latent
+        }
+        self._setup(template, arrays, n)
+        self.site_names = tuple(latent)
+        self.observed_site_names = tuple(observed)
+        self._example_plates = {name: _example_plate(prior_trace[name], n) for name in observed}
+        self._check_initial_point()
+
+    # ------------------------------------------------------------------ construction helpers
+
+    def _setup(self, template: Params, data: dict[str, jax.Array], n: int) -> None:
+        self.data = data
+        self.n = n
+        self._template = template
+        flat, self._unravel = ravel_pytree(template)
+        self.dim = int(flat.size)
+
+    @classmethod
+    def from_loss(
+        cls,
+        nll_fn: Callable[[Params, Batch], jax.Array],
+        params: Params,
+        data: Mapping[str, Any],
+        *,
+        log_prior: Callable[[Params], jax.Array] | None = None,
+        x64: bool | None = None,
+    ) -> Problem:
+        """A Problem from a per-example negative log-likelihood (Flax, Equinox, plain JAX).
+
+        The parameters are unconstrained as given: `constrain` and `unconstrain` are the
+        identity.
+
+        Args:
+          nll_fn: `nll_fn(params, batch) -> (b,)`, the per-example negative log-likelihood
+            -log p(y_i | x_i, w) **with** its constants (for Gaussian noise of scale s:
+            (y - f(x))^2 / (2 s^2) + log(s) + log(2 pi)/2). Must be pure and jittable.
+          params: the trained parameters (any pytree of float arrays); fixes the structure.
+          data: dict of arrays with a shared leading example axis.
+          log_prior: optional `log_prior(params) -> scalar`. Without it the prior is flat
+            (`log_prior` returns 0 and `has_prior` is False).
+          x64: as in `Problem`.
+
+        Returns:
+          A Problem whose `reference_params` are `params`.
+        """
+        arrays, n = _validate_data(data, x64)
+        _check_finite_tree(params, "params")
+        self = cls.__new__(cls)
+        self.model = None
+        self.model_kwargs = {}
+        self._nll_fn = nll_fn
+        self._log_prior_fn = log_prior
+        self._transforms = None
+        self._setup(jax.tree_util.tree_map(jnp.zeros_like, params), arrays, n)
+        self.reference_params = params
+        self.site_names = tuple(jax.tree_util.keystr(p) for p, _ in
+                                jax.tree_util.tree_flatten_with_path(params)[0])
+        self.observed_site_names = ()
+        values = nll_fn(params, arrays)
+        if jnp.shape(values) != (n,):
+            raise ValueError(
+                f"nll_fn must return one value per example, shape ({n},); got {jnp.shape(values)}"
+            )
+        bad = ~np.isfinite(np.asarray(values))
+        if bad.any():
+            raise ValueError(
+                f"nll_fn is not finite at params for {int(bad.sum())} example(s), "
+                f"the first at index {int(np.argmax(bad))}"
+            )
+        if log_prior is not None and not np.isfinite(float(log_prior(params))):
+            raise ValueError("log_prior is not finite at params")
+        return self
+
+    # ------------------------------------------------------------------ public functions
+
+    @property
+    def has_prior(self) -> bool:
+        """Whether the problem has a proper prior (always, for a NumPyro model)."""
+        return self.model is not None or self._log_prior_fn is not None
+
+    @property
+    def dtype(self) -> jnp.dtype:
+        """The float dtype the parameters live in."""
+        return ravel_pytree(self._template)[0].dtype
+
+    def loglik(self, params: Params, batch: Batch) -> jax.Array:
+        """Per-example log-likelihood log p(y_i | x_i, w), shape (b,) for a batch of b examples."""
+        if self.model is None:
+            return -self._nll_fn(params, batch)
+        return self._evaluate(params, batch)[0]
+
+    def log_prior(self, params: Params) -> jax.Array:
+        """log prior density of the unconstrained parameters, log-Jacobian included."""
+        if self.model is None:
+            if self._log_prior_fn is None:
+                return jnp.zeros((), self.dtype)
+            return self._log_prior_fn(params)
+        return self._evaluate(params, self.data)[1]
+
+    def log_joint(self, params: Params) -> jax.Array:
+        """log prior + sum of the log-likelihood over the full data."""
+        return self.log_prior(params) + jnp.sum(self.loglik(params, self.data))
+
+    def loss(self, params: Params, batch: Batch | None = None) -> jax.Array:
+        """L(w) = -(1/b) sum_i log p(y_i | x_i, w) over `batch` (the full data L_n by default)."""
+        return -jnp.mean(self.loglik(params, self.data if batch is None else batch))
+
+    def constrain(self, params: Params) -> Params:
+        """Map unconstrained parameters to the model's support (identity for `from_loss`)."""
+        if self._transforms is None:
+            return params
+        return {name: self._transforms[name](value) for name, value in params.items()}
+
+    def unconstrain(self, values: Mapping[str, Any]) -> Params:
+        """Inverse of `constrain`: values on the support -> unconstrained parameters."""
+        if self._transforms is None:
+            return values
+        missing = set(self._transforms) - set(values)
+        if missing:
+            raise ValueError(f"unconstrain: missing values for site(s) {sorted(missing)}")
+        return {
+            name: jnp.asarray(self._transforms[name].inv(jnp.asarray(values[name])), self.dtype)
+            for name in self._transforms
+        }
+
+    def init(self, key: jax.Array, radius: float = 2.0) -> Params:
+        """A random starting point: every unconstrained coordinate uniform on (-radius, radius).
+
+        This is NumPyro's `init_to_uniform` rule; for `from_loss` it is a fresh random point, not
+        the trained parameters (those are `reference_params`).
+        """
+        flat = jax.random.uniform(key, (self.dim,), self.dtype, -radius, radius)
+        return self._unravel(flat)
+
+    def ravel(self, params: Params) -> jax.Array:
+        """Flatten a parameter pytree into a vector of length `dim`."""
+        return ravel_pytree(params)[0]
+
+    def unravel(self, flat: jax.Array) -> Params:
+        """Inverse of `ravel`."""
+        return self._unravel(flat)
+
+    def take(self, indices: jax.Array) -> Batch:
+        """The batch of examples at `indices` (along the example axis)."""
+        return {key: value[indices] for key, value in self.data.items()}
+
+    def minibatch(self, key: jax.Array, size: int) -> Batch:
+        """A batch of `size` distinct examples drawn uniformly without replacement."""
+        if not 1 <= size <= self.n:
+            raise ValueError(f"minibatch size must be in [1, n={self.n}], got {size}")
+        return self.take(jax.random.choice(key, self.n, (size,), replace=False))
+
+    def __repr__(self) -> str:
+        source = "from_loss" if self.model is None else getattr(self.model, "__name__", "model")
+        return (f"Problem({source}, n={self.n}, dim={self.dim}, "
+                f"sites={list(self.site_names)}, dtype={self.dtype})")
+
+    # ------------------------------------------------------------------ NumPyro plumbing
+
+    def _trace(self, params: Params, batch: Batch) -> tuple[dict, jax.Array]:
+        """Run the model on `batch` with latent sites set from unconstrained `params`.
+
+        Returns the trace and the summed log |det Jacobian| of the constraining transforms.
+        """
+        log_dets = []
+
+        def substitute_fn(site):
+            name = site["name"]
+            if site["type"] != "sample" or site["is_observed"] or name not in params:
+                return None
+            transform = biject_to(site["fn"].support)
+            unconstrained = params[name]
+            value = transform(unconstrained)
+            log_dets.append(jnp.sum(transform.log_abs_det_jacobian(unconstrained, value)))
+            return value
+
+        model = handlers.substitute(handlers.seed(self.model, 0), substitute_fn=substitute_fn)
+        trace = handlers.trace(model).get_trace(**batch, **self.model_kwargs)
+        missing = set(self.site_names) - set(params)
+        if missing:
+            raise ValueError(f"params lack the site(s) {sorted(missing)}")
+        return trace, sum(log_dets, jnp.zeros((), self.dtype))
+
+    def _evaluate(self, params: Params, batch: Batch) -> tuple[jax.Array, jax.Array]:
+        """(per-example log-likelihood, log prior incl. Jacobian) at `params` on `batch`."""
+        trace, log_det = self._trace(params, batch)
+        size = next(iter(batch.values())).shape[0]
+        loglik = jnp.zeros((size,), self.dtype)
+        log_prior = log_det
+        for name, site in trace.items():
+            if site["type"] != "sample":
+                continue
+            log_prob = _masked_log_prob(site)
+            if site["is_observed"]:
+                loglik = loglik + _per_example(site, self._example_plates[name], log_prob, size)
+            else:
+                log_prior = log_prior + jnp.sum(log_prob)
+        return loglik, log_prior
+
+    def _check_initial_point(self) -> None:
+        """Every latent value and site log-density must be finite at a default initial point."""
+        params = self.init(jax.random.key(0))
+        trace = _trace_naming_invalid_sites(lambda: self._trace(params, self.data)[0])
+        for name, site in trace.items():
+            if site["type"] != "sample":
+                continue
+            role = "observed site" if site["is_observed"] else "parameter"
+            if not site["is_observed"] and not np.all(np.isfinite(np.asarray(site["value"]))):
+                raise ValueError(f"{role} {name!r} is not finite at the initial point")
+            log_prob = np.asarray(_masked_log_prob(site))
+            if not np.all(np.isfinite(log_prob)):
+                raise ValueError(
+                    f"{role} {name!r} has a non-finite log-density at the initial point "
+                    f"(check the data lie in its support and its parameters are valid)"
+                )
+        self._evaluate(params, self.data)  # checks every observed site has an example axis
+
+
+def _trace_naming_invalid_sites(run_trace: Callable[[], dict]) -> dict:
+    """Run a model trace; if NumPyro rejects a distribution's parameters, name the site.
+
+    NumPyro's own error ("Normal distribution got invalid scale parameter.") does not say which
+    site failed: on such an error the trace is repeated without validation and the first site
+    whose value or log-density is not finite is named.
+    """
+    try:
+        return run_trace()
+    except ValueError as error:
+        with validation_enabled(False):
+            trace = run_trace()
+        for name, site in trace.items():
+            if site["type"] != "sample":
+                continue
+            finite = np.all(np.isfinite(np.asarray(site["value"]))) and np.all(
+                np.isfinite(np.asarray(site["fn"].log_prob(site["value"])))
+            )
+            if not finite:
+                raise ValueError(
+                    f"site {name!r} is not finite at the initial point: {error}"
+                ) from None
+        raise
+
+
+def _check_signature(model: Callable, data: dict, model_kwargs: dict) -> None:
+    if not callable(model):
+        raise ValueError(f"model must be a callable NumPyro model, got {type(model).__name__}")
+    overlap = set(data) & set(model_kwargs)
+    if overlap:
+        raise ValueError(f"{sorted(overlap)} given both as data and as model_kwargs")
+    try:
+        inspect.signature(model).bind(**data, **model_kwargs)
+    except TypeError as error:
+        raise ValueError(
+            f"model {getattr(model, '__name__', model)!r} cannot be called with data keys "
+            f"{sorted(data)} and model_kwargs {sorted(model_kwargs)}: {error}"
+        ) from None
+    except ValueError:  # builtins without a signature: let the trace speak
+        pass
+
+
+def _split_sites(trace: dict) -> tuple[list[str], list[str]]:
+    """Latent and observed sample-site names; rejects what a Problem cannot represent."""
+    latent, observed = [], []
+    for name, site in trace.items():
+        if site["type"] == "param":
+            raise ValueError(
+                f"site {name!r} is a numpyro.param; give it a prior with numpyro.sample"
+            )
+        if site["type"] != "sample":
+            continue
+        if site["is_observed"]:
+            observed.append(name)
+        elif site["fn"].support.is_discrete:
+            raise ValueError(
+                f"latent site {name!r} is discrete; marginalise it (write mixtures with "
+                f"dist.MixtureSameFamily)"
+            )
+        else:
+            latent.append(name)
+    if not observed:
+        raise ValueError(
+            "the model has no observed site: pass the data as obs= in numpyro.sample"
+        )
+    return latent, observed
+
+
+def _masked_log_prob(site: dict) -> jax.Array:
+    log_prob = site["fn"].log_prob(site["value"])
+    if site.get("mask") is not None:
+        log_prob = jnp.where(site["mask"], log_prob, 0.0)
+    return log_prob
+
+
+def _example_plate(site: dict, n: int) -> str | None:
+    """The name of the plate that indexes examples at an observed site (None: leading axis).
+
+    It is the one plate of size n around the site; without such a plate the leading axis of the
+    site's log-density must be the example axis.
+    """
+    plates = [frame.name for frame in site["cond_indep_stack"] if frame.size == n]
+    if len(plates) > 1:
+        raise ValueError(
+            f"observed site {site['name']!r} sits in several plates of size n={n} ({plates}); "
+            f"cannot tell which one indexes the examples"
+        )
+    return plates[0] if plates else None
+
+
+def _per_example(site: dict, plate: str | None, log_prob: jax.Array, size: int) -> jax.Array:
+    """Sum a site's log-density over every axis but the example axis, giving shape (size,)."""
+    if plate is not None:
+        dim = next(frame.dim for frame in site["cond_indep_stack"] if frame.name == plate)
+        log_prob = jnp.moveaxis(jnp.broadcast_to(log_prob, jnp.shape(log_prob)), dim, 0)
+    if jnp.ndim(log_prob) == 0 or jnp.shape(log_prob)[0] != size:
+        raise ValueError(
+            f"observed site {site['name']!r} has log-density shape {jnp.shape(log_prob)}, which "
+            f"has no example axis of length {size}: observe per-example data inside a plate "
+            f"sized from the data (numpyro.plate('data', x.shape[0]))"
+        )
+    return jnp.reshape(log_prob, (size, -1)).sum(axis=1)
