@@ -79,9 +79,9 @@ def fit_map(
     key: jax.Array,
     *,
     prior: bool = True,
-    num_restarts: int = 8,
+    num_restarts: int = 32,
     init_radius: float = 2.0,
-    adam_steps: int = 1000,
+    adam_steps: int = 2000,
     learning_rate: float = 0.05,
     lbfgs_steps: int = 500,
     grad_tol: float = 1e-8,
@@ -96,13 +96,17 @@ def fit_map(
     polishes with L-BFGS (zoom line search) until the gradient norm of the per-example objective
     is below `grad_tol` or `lbfgs_steps` steps are taken. All restarts run at once (`vmap`).
     MAP is taken in unconstrained coordinates (the prior includes the log-Jacobian), which is
-    the point a Laplace approximation expands around.
+    the point a Laplace approximation expands around. With ReLU networks the optimum can sit
+    on a kink (a data point on a unit's boundary), where the gradient does not vanish:
+    `grad_norm` then stays O(1) although the objective is optimal to ~1e-6 nats.
 
     Args:
       problem: the model and data.
       key: PRNG key for the starting points.
       prior: True for MAP, False for maximum likelihood.
-      num_restarts: number of random starting points.
+      num_restarts: number of random starting points. The default, 32, finds the global
+        optimum on every model of `slt.models` at the sizes in tests/test_fit.py (ReLU
+        networks have many near-equal local optima; 8 restarts missed it by 1e-3 nats).
       init_radius: half-width of the uniform starting box.
       adam_steps, learning_rate: the Adam phase.
       lbfgs_steps, grad_tol: the L-BFGS phase and its stopping rule.
@@ -123,29 +127,32 @@ def fit_map(
     if not (init_radius > 0 and learning_rate > 0):
         raise ValueError("init_radius and learning_rate must be > 0")
 
-    def total_objective(flat):
+    def evaluate(flat):
         params = problem.unravel(flat)
-        loglik = jnp.sum(problem.loglik(params, problem.data))
-        return -(loglik + problem.log_prior(params)) if prior else -loglik
+        return jnp.sum(problem.loglik(params, problem.data)), problem.log_prior(params)
+
+    def total_objective(flat):
+        loglik, log_prior = evaluate(flat)
+        return -(loglik + log_prior) if prior else -loglik
 
     def per_example(flat):
         value = total_objective(flat) / problem.n
         return jnp.where(jnp.isfinite(value), value, jnp.inf)
+
+    def fit_one(x0):
+        flat = _adam_then_lbfgs(per_example, x0, adam_steps, learning_rate, lbfgs_steps, grad_tol)
+        loglik, log_prior = evaluate(flat)
+        return flat, loglik, log_prior, jnp.linalg.norm(jax.grad(total_objective)(flat))
 
     starts = jax.vmap(lambda k: problem.ravel(problem.init(k, init_radius)))(
         jax.random.split(key, num_restarts)
     )
     if init is not None:
         starts = starts.at[0].set(problem.ravel(init).astype(starts.dtype))
-    minimise = jax.jit(
-        jax.vmap(
-            lambda x0: _adam_then_lbfgs(
-                per_example, x0, adam_steps, learning_rate, lbfgs_steps, grad_tol
-            )
-        )
+    finals, logliks, log_priors, grad_norms = (
+        np.array(a) for a in jax.jit(jax.vmap(fit_one))(starts)
     )
-    finals = minimise(starts)
-    objectives = -np.asarray(jax.vmap(total_objective)(finals), dtype=np.float64)
+    objectives = np.asarray(logliks + log_priors if prior else logliks, dtype=np.float64)
     objectives[~np.isfinite(objectives)] = np.nan
     if np.all(np.isnan(objectives)):
         raise FloatingPointError(
@@ -153,18 +160,15 @@ def fit_map(
             "check the model"
         )
     best = int(np.nanargmax(objectives))
-    flat = finals[best]
-    params = problem.unravel(flat)
-    loglik = float(jnp.sum(problem.loglik(params, problem.data)))
-    log_prior = float(problem.log_prior(params))
+    params = problem.unravel(jnp.asarray(finals[best]))
     return FitResult(
         params=params,
         values=problem.constrain(params),
-        loglik=loglik,
-        log_prior=log_prior,
-        log_joint=loglik + log_prior,
+        loglik=float(logliks[best]),
+        log_prior=float(log_priors[best]),
+        log_joint=float(logliks[best] + log_priors[best]),
         objective="map" if prior else "mle",
-        grad_norm=float(jnp.linalg.norm(jax.grad(total_objective)(flat))),
+        grad_norm=float(grad_norms[best]),
         num_restarts=num_restarts,
         num_agree=int(np.sum(objectives >= objectives[best] - agree_tol)),
         agree_tol=agree_tol,
@@ -191,7 +195,7 @@ def _adam_then_lbfgs(objective, x0, adam_steps, learning_rate, lbfgs_steps, grad
     def keep_going(carry):
         _, state, step = carry
         grad = otu.tree_get(state, "grad")
-        return (step == 0) | ((step < lbfgs_steps) & (otu.tree_l2_norm(grad) >= grad_tol))
+        return (step == 0) | ((step < lbfgs_steps) & (otu.tree_norm(grad) >= grad_tol))
 
     def lbfgs_step(carry):
         x, state, step = carry
