@@ -56,14 +56,16 @@ class FitResult:
     def summary(self) -> pd.DataFrame:
         """One-row table of the fit."""
         return pd.DataFrame(
-            [{
-                "objective": self.objective,
-                "loglik": self.loglik,
-                "log_prior": self.log_prior,
-                "log_joint": self.log_joint,
-                "grad_norm": self.grad_norm,
-                "agree": f"{self.num_agree}/{self.num_restarts}",
-            }]
+            [
+                {
+                    "objective": self.objective,
+                    "loglik": self.loglik,
+                    "log_prior": self.log_prior,
+                    "log_joint": self.log_joint,
+                    "grad_norm": self.grad_norm,
+                    "agree": f"{self.num_agree}/{self.num_restarts}",
+                }
+            ]
         )
 
     def __repr__(self) -> str:

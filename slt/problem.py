@@ -191,8 +191,9 @@ class Problem:
         self._transforms = None
         self._setup(jax.tree_util.tree_map(jnp.zeros_like, params), arrays, n)
         self.reference_params = params
-        self.site_names = tuple(jax.tree_util.keystr(p) for p, _ in
-                                jax.tree_util.tree_flatten_with_path(params)[0])
+        self.site_names = tuple(
+            jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(params)[0]
+        )
         self.observed_site_names = ()
         values = nll_fn(params, arrays)
         if jnp.shape(values) != (n,):
@@ -290,8 +291,10 @@ class Problem:
 
     def __repr__(self) -> str:
         source = "from_loss" if self.model is None else getattr(self.model, "__name__", "model")
-        return (f"Problem({source}, n={self.n}, dim={self.dim}, "
-                f"sites={list(self.site_names)}, dtype={self.dtype})")
+        return (
+            f"Problem({source}, n={self.n}, dim={self.dim}, "
+            f"sites={list(self.site_names)}, dtype={self.dtype})"
+        )
 
     # ------------------------------------------------------------------ NumPyro plumbing
 
@@ -416,9 +419,7 @@ def _split_sites(trace: dict) -> tuple[list[str], list[str]]:
         else:
             latent.append(name)
     if not observed:
-        raise ValueError(
-            "the model has no observed site: pass the data as obs= in numpyro.sample"
-        )
+        raise ValueError("the model has no observed site: pass the data as obs= in numpyro.sample")
     return latent, observed
 
 

@@ -13,8 +13,9 @@ def test_mle_is_least_squares_and_map_is_ridge(key):
     X, y = np.asarray(data["x"]), np.asarray(data["y"])
 
     mle = fit_map(problem, key, prior=False)
-    np.testing.assert_allclose(mle.values["w"], np.linalg.lstsq(X, y, rcond=None)[0],
-                               rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(
+        mle.values["w"], np.linalg.lstsq(X, y, rcond=None)[0], rtol=1e-8, atol=1e-10
+    )
     assert mle.objective == "mle" and mle.num_agree == mle.num_restarts
 
     fit = fit_map(problem, key)
@@ -27,26 +28,46 @@ def test_mle_is_least_squares_and_map_is_ridge(key):
 
 
 def _truths(key):
-    relu_truth = {"V": jnp.array([[1.0, 0.0], [0.0, 1.0]]), "b": jnp.array([0.5, -0.5]),
-                  "U": jnp.array([[1.0, -1.0]]), "c": jnp.zeros(1)}
+    relu_truth = {
+        "V": jnp.array([[1.0, 0.0], [0.0, 1.0]]),
+        "b": jnp.array([0.5, -0.5]),
+        "U": jnp.array([[1.0, -1.0]]),
+        "c": jnp.zeros(1),
+    }
     return [
-        (models.linear_regression(3, noise_scale=None),
-         {"w": jnp.array([1.0, -1.0, 0.5]), "noise_variance": 0.3}),
-        (models.gaussian_mixture(3),
-         {"weights": jnp.array([0.3, 0.3, 0.4]), "means": jnp.array([[-4.0], [0.0], [4.0]]),
-          "scales": jnp.ones((3, 1))}),
-        (models.gaussian_mixture(2, 2, shared_scale=True),
-         {"weights": jnp.array([0.5, 0.5]), "means": jnp.array([[-3.0, 0.0], [3.0, 1.0]]),
-          "scales": jnp.ones(2)}),
+        (
+            models.linear_regression(3, noise_scale=None),
+            {"w": jnp.array([1.0, -1.0, 0.5]), "noise_variance": 0.3},
+        ),
+        (
+            models.gaussian_mixture(3),
+            {
+                "weights": jnp.array([0.3, 0.3, 0.4]),
+                "means": jnp.array([[-4.0], [0.0], [4.0]]),
+                "scales": jnp.ones((3, 1)),
+            },
+        ),
+        (
+            models.gaussian_mixture(2, 2, shared_scale=True),
+            {
+                "weights": jnp.array([0.5, 0.5]),
+                "means": jnp.array([[-3.0, 0.0], [3.0, 1.0]]),
+                "scales": jnp.ones(2),
+            },
+        ),
         (models.fixed_component_mixture(), {"pi": 0.5, "mu": 2.0, "sigma": 1.0}),
         (models.two_component_mixture(), {"a": 0.5, "b": 1.0}),
         (models.reduced_rank_regression(5, 3, 5), models.random_low_rank(key, [5, 3, 5], 1)),
         (models.deep_linear_network([4, 6, 2, 4]), models.random_low_rank(key, [4, 6, 2, 4], 2)),
-        (models.two_layer_network(1, 2, 1, bias=False, noise_scale=None),
-         {"V": jnp.array([[1.0], [-2.0]]), "U": jnp.array([[1.0, 0.5]]), "noise_scale": 0.5}),
+        (
+            models.two_layer_network(1, 2, 1, bias=False, noise_scale=None),
+            {"V": jnp.array([[1.0], [-2.0]]), "U": jnp.array([[1.0, 0.5]]), "noise_scale": 0.5},
+        ),
         (models.two_layer_network(2, 2, 1, activation="relu"), relu_truth),
-        (models.two_layer_network(2, 2, 2, activation="sigmoid"),
-         {"V": jnp.eye(2) * 2, "b": jnp.zeros(2), "U": jnp.eye(2), "c": jnp.zeros(2)}),
+        (
+            models.two_layer_network(2, 2, 2, activation="sigmoid"),
+            {"V": jnp.eye(2) * 2, "b": jnp.zeros(2), "U": jnp.eye(2), "c": jnp.zeros(2)},
+        ),
         (models.normal_crossing((1, 2)), {"w": jnp.zeros(2)}),
         (models.product_model(), {"w": jnp.array([1.0, 0.5])}),
     ]

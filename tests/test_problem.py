@@ -34,8 +34,9 @@ def test_several_observed_sites_and_plates_against_numpyro(key):
     for k in jax.random.split(key, 3):
         params = problem.init(k)
         values = problem.constrain(params)
-        expected = norm.logpdf(np.asarray(data["y1"]), np.asarray(x @ values["w"]),
-                               np.exp(float(values["log_scale"])))
+        expected = norm.logpdf(
+            np.asarray(data["y1"]), np.asarray(x @ values["w"]), np.exp(float(values["log_scale"]))
+        )
         rate = float(values["rate"])
         expected += (np.log(rate) - rate * np.asarray(data["y2"])).sum(axis=1)
         np.testing.assert_allclose(problem.loglik(params, problem.data), expected, rtol=1e-12)
@@ -52,8 +53,11 @@ def test_mixture_same_family_likelihood_is_marginal(key):
         weights = numpyro.sample("weights", dist.Dirichlet(jnp.ones(2)))
         locs = numpyro.sample("locs", dist.Normal(0.0, 5.0).expand([2]).to_event(1))
         with numpyro.plate("data", y.shape[0]):
-            numpyro.sample("y", dist.MixtureSameFamily(dist.Categorical(weights),
-                                                       dist.Normal(locs, 1.0)), obs=y)
+            numpyro.sample(
+                "y",
+                dist.MixtureSameFamily(dist.Categorical(weights), dist.Normal(locs, 1.0)),
+                obs=y,
+            )
 
     y = jax.random.normal(key, (40,))
     problem = Problem(model, {"y": y})
@@ -75,8 +79,10 @@ def test_batches_minibatches_and_jit(key):
     full = problem.loglik(params, problem.data)
     batch = problem.minibatch(jax.random.key(7), 10)
     assert batch["x"].shape == (10, 2)
-    rows = [int(np.flatnonzero(np.all(np.asarray(problem.data["x"]) == r, axis=1))[0])
-            for r in np.asarray(batch["x"])]
+    rows = [
+        int(np.flatnonzero(np.all(np.asarray(problem.data["x"]) == r, axis=1))[0])
+        for r in np.asarray(batch["x"])
+    ]
     assert len(set(rows)) == 10  # without replacement
     np.testing.assert_allclose(problem.loglik(params, batch), np.asarray(full)[rows], rtol=1e-12)
     np.testing.assert_allclose(jax.jit(problem.loglik)(params, problem.data), full, rtol=1e-12)
@@ -111,13 +117,22 @@ def test_log_prior_includes_the_jacobian(key):
 @pytest.mark.parametrize(
     "spec,values",
     [
-        (models.gaussian_mixture(3, 2),
-         {"weights": jnp.array([0.001, 0.499, 0.5]), "means": jnp.arange(6.0).reshape(3, 2),
-          "scales": jnp.full((3, 2), 1e-3)}),
-        (models.linear_regression(2, noise_scale=None),
-         {"w": jnp.array([3.0, -4.0]), "noise_variance": jnp.array(100.0)}),
-        (models.fixed_component_mixture(),
-         {"pi": jnp.array(0.999), "mu": jnp.array(-2.0), "sigma": jnp.array(20.0)}),
+        (
+            models.gaussian_mixture(3, 2),
+            {
+                "weights": jnp.array([0.001, 0.499, 0.5]),
+                "means": jnp.arange(6.0).reshape(3, 2),
+                "scales": jnp.full((3, 2), 1e-3),
+            },
+        ),
+        (
+            models.linear_regression(2, noise_scale=None),
+            {"w": jnp.array([3.0, -4.0]), "noise_variance": jnp.array(100.0)},
+        ),
+        (
+            models.fixed_component_mixture(),
+            {"pi": jnp.array(0.999), "mu": jnp.array(-2.0), "sigma": jnp.array(20.0)},
+        ),
     ],
     ids=lambda s: getattr(s, "name", ""),
 )
@@ -136,8 +151,10 @@ def mlp_nll(params, batch):
 
 def test_from_loss_plain_jax_network(key):
     keys = jax.random.split(key, 3)
-    params = {"layer1": {"w": jax.random.normal(keys[0], (2, 4)), "b": jnp.zeros(4)},
-              "layer2": {"w": jax.random.normal(keys[1], (4, 1))}}
+    params = {
+        "layer1": {"w": jax.random.normal(keys[0], (2, 4)), "b": jnp.zeros(4)},
+        "layer2": {"w": jax.random.normal(keys[1], (4, 1))},
+    }
     data = {"x": jax.random.normal(keys[2], (50, 2)), "y": jnp.zeros(50)}
     problem = Problem.from_loss(mlp_nll, params, data)
     assert problem.dim == 2 * 4 + 4 + 4 and problem.n == 50
@@ -147,7 +164,9 @@ def test_from_loss_plain_jax_network(key):
     flat = problem.ravel(problem.init(key))
     assert flat.shape == (16,) and np.all(np.abs(flat) < 2.0)
     gaussian = Problem.from_loss(
-        mlp_nll, params, data,
+        mlp_nll,
+        params,
+        data,
         log_prior=lambda p: sum(jnp.sum(norm_logpdf(leaf)) for leaf in jax.tree.leaves(p)),
     )
     assert gaussian.has_prior
@@ -251,8 +270,9 @@ def test_non_finite_parameter_at_init_is_named(key):
     with pytest.raises(ValueError, match="one value per example"):
         Problem.from_loss(lambda p, b: jnp.sum(b["y"]), {"w": jnp.ones(1)}, {"y": jnp.ones(2)})
     with pytest.raises(ValueError, match="not finite at params for 1 example"):
-        Problem.from_loss(lambda p, b: jnp.log(b["y"]), {"w": jnp.ones(1)},
-                          {"y": jnp.array([1.0, -1.0])})
+        Problem.from_loss(
+            lambda p, b: jnp.log(b["y"]), {"w": jnp.ones(1)}, {"y": jnp.array([1.0, -1.0])}
+        )
 
 
 def test_x64_option():

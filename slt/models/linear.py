@@ -76,16 +76,16 @@ def linear_regression(
                 numpyro.sample("y", dist.Normal(x @ w, jnp.sqrt(variance)), obs=y)
 
         sites = ("noise_variance", "w")
-        prior = (f"noise_variance ~ InvGamma({a0}, {b0}); "
-                 f"w | noise_variance ~ N(0, noise_variance / {precision} I_{d})")
+        prior = (
+            f"noise_variance ~ InvGamma({a0}, {b0}); "
+            f"w | noise_variance ~ N(0, noise_variance / {precision} I_{d})"
+        )
         fixed_noise = None
     else:
         noise = _positive("noise_scale", noise_scale)
 
         def model(x, y=None):
-            w = numpyro.sample(
-                "w", dist.Normal(0.0, precision**-0.5).expand([d]).to_event(1)
-            )
+            w = numpyro.sample("w", dist.Normal(0.0, precision**-0.5).expand([d]).to_event(1))
             with numpyro.plate("data", x.shape[0]):
                 numpyro.sample("y", dist.Normal(x @ w, noise), obs=y)
 
@@ -98,9 +98,7 @@ def linear_regression(
 
     def simulate(key, values, n):
         noise = fixed_noise if fixed_noise is not None else jnp.sqrt(values["noise_variance"])
-        return gaussian_regression_data(
-            key, n, (d,), partial(mean_fn, values), noise, input_scale
-        )
+        return gaussian_regression_data(key, n, (d,), partial(mean_fn, values), noise, input_scale)
 
     return ModelSpec(
         name=f"linear_regression(d={d})",

@@ -90,9 +90,14 @@ def two_layer_network(
         model=model,
         num_params=sum(int(jnp.prod(jnp.array(s))) for s in shapes.values())
         + (noise_scale is None),
-        prior=(f"every weight and bias ~ N(0, {prior_scale}^2); "
-               + ("noise_scale ~ LogNormal(0, 1)" if noise_scale is None
-                  else f"noise sd {noise_scale} (known)")),
+        prior=(
+            f"every weight and bias ~ N(0, {prior_scale}^2); "
+            + (
+                "noise_scale ~ LogNormal(0, 1)"
+                if noise_scale is None
+                else f"noise sd {noise_scale} (known)"
+            )
+        ),
         site_names=sites,
         simulate_fn=simulate,
         mean_fn=mean_fn,

@@ -58,8 +58,13 @@ def test_two_component_mixture(handwritten_check):
 def test_mixture_simulation_follows_the_weights(key):
     spec = models.gaussian_mixture(2)
     data = spec.simulate(
-        key, {"weights": jnp.array([0.2, 0.8]), "means": jnp.array([[-50.0], [50.0]]),
-              "scales": jnp.ones((2, 1))}, 20_000
+        key,
+        {
+            "weights": jnp.array([0.2, 0.8]),
+            "means": jnp.array([[-50.0], [50.0]]),
+            "scales": jnp.ones((2, 1)),
+        },
+        20_000,
     )
     fraction = float(np.mean(np.asarray(data["y"]) > 0))
     # binomial standard error sqrt(0.2 * 0.8 / 20000) = 0.0028; 4 se

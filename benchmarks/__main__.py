@@ -1,0 +1,36 @@
+"""Run every benchmark section and write benchmarks/RESULTS.md."""
+
+from __future__ import annotations
+
+import datetime
+import platform
+from pathlib import Path
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+from benchmarks import fit_accuracy, problem_overhead  # noqa: E402
+
+SECTIONS = [problem_overhead, fit_accuracy]
+
+
+def main() -> None:
+    device = jax.devices()[0]
+    header = (
+        "# slt benchmark results\n\n"
+        f"Written by `make bench` on {datetime.date.today()} — {platform.machine()}, "
+        f"{jax.device_count()} {device.platform} device(s) ({device.device_kind}), "
+        f"jax {jax.__version__}, float64. Ratios are measured side by side in one run.\n"
+    )
+    parts = [header]
+    for section in SECTIONS:
+        print(f"running {section.__name__} ...", flush=True)
+        parts.append(section.run())
+    path = Path(__file__).with_name("RESULTS.md")
+    path.write_text("\n".join(parts))
+    print(path.read_text())
+
+
+if __name__ == "__main__":
+    main()
