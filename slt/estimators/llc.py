@@ -1,0 +1,364 @@
+"""The local learning coefficient lambda_hat(w*) by localized SGLD (Lau et al., AISTATS 2025).
+
+    lambda_hat(w*) = n beta (E_{beta, gamma}[L_n(w)] - L_n(w*)),
+
+the expectation over the local tempered posterior
+pi(w) ∝ exp(-n beta L_n(w) - (gamma / 2) ||w - w*||^2), beta = 1 / log n by default. Conventions
+(DESIGN.md): L_n is the per-example negative log-likelihood with its constants; L_n(w*) is
+computed on the **full** data and reported as `init_loss`; every chain draws its own minibatches
+by shuffled epochs; burn-in draws are excluded.
+
+Variance reduction. E[L_n(w)] - L_n(w*) is estimated by the mean over draws of the *paired*
+difference L_b(w_t) - L_b(w*), both on the step's minibatch b. Since E_b[L_b(w*)] = L_n(w*), it
+is unbiased exactly like the unpaired L_b(w_t) - L_n(w*) (devinterp's estimator), but the
+minibatch noise, which dominates the unpaired trace (n beta sd(loss) / sqrt(b), hundreds of
+units of lambda per draw at n = 2e4, b = 256), cancels between the two terms: measured on
+reduced-rank regression the standard error shrinks by more than 10x for one extra forward pass.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import arviz as az
+import jax
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from slt.problem import Params, Problem
+from slt.samplers.local_chains import run_chains
+
+__all__ = ["LLCResult", "llc", "default_nbeta"]
+
+# Acceptance below this, or more than this fraction of draws under L_n(w*), earns a warning.
+LOW_ACCEPTANCE = 0.5
+NEGATIVE_FRACTION = 0.5
+
+
+def default_nbeta(n: int) -> float:
+    """n beta at beta = 1 / log n (Watanabe's WBIC temperature): n / log n."""
+    if n < 2:
+        raise ValueError(f"n beta = n / log n needs n >= 2, got n = {n}")
+    return n / np.log(n)
+
+
+@dataclass(frozen=True)
+class LLCResult:
+    """lambda_hat with its uncertainty, the loss traces and the diagnostics of the run.
+
+    Attributes:
+      llc_mean: lambda_hat over all non-diverged chains and post-burn-in draws.
+      llc_std_error: its standard error, sd / sqrt(ESS) of the pooled per-draw estimates
+        n beta (L_b(w_t) - L_b(w*)), ESS their effective sample size (ArviZ).
+      llc_per_chain: lambda_hat of each chain (NaN for a diverged chain).
+      loss_trace: (chain, draw) minibatch losses L_b(w_t) after burn-in (NaN after divergence).
+      center_loss_trace: L_b(w*) on the same minibatches.
+      init_loss: L_n(w*) on the full data.
+      nbeta, step_size, gamma, batch_size, preconditioner: the configuration.
+      mala_acceptance: mean MALA acceptance probability (measured every `mala_every` steps).
+      fraction_below_init: fraction of draws with L_b(w_t) < L_b(w*): near 1/2 or more means
+        w* is not a local minimum (lambda_hat near or below 0).
+      rhat, ess: R-hat and bulk ESS of the per-draw estimates (ArviZ).
+      diverged_at: per chain, the step of divergence (-1 if none); suggested_step_size: a
+        smaller step size when any chain diverged, else None.
+      compile_time, run_time: seconds.
+      warnings: the diagnostics' plain-language warnings.
+    """
+
+    llc_mean: float
+    llc_std_error: float
+    llc_per_chain: np.ndarray
+    loss_trace: np.ndarray = field(repr=False)
+    center_loss_trace: np.ndarray = field(repr=False)
+    init_loss: float
+    nbeta: float
+    step_size: float
+    gamma: float
+    batch_size: int
+    preconditioner: str | None
+    num_burnin: int
+    mala_acceptance: float
+    fraction_below_init: float
+    rhat: float
+    ess: float
+    diverged_at: np.ndarray
+    suggested_step_size: float | None
+    compile_time: float
+    run_time: float
+    warnings: tuple[str, ...] = ()
+    distance_trace: np.ndarray = field(default=None, repr=False)
+
+    @property
+    def num_chains(self) -> int:
+        return self.loss_trace.shape[0]
+
+    @property
+    def num_draws(self) -> int:
+        return self.loss_trace.shape[1]
+
+    def llc_trace(self) -> np.ndarray:
+        """n beta (L_b(w_t) - L_b(w*)) per chain and draw: the per-draw lambda estimates."""
+        return self.nbeta * (self.loss_trace - self.center_loss_trace)
+
+    def summary(self) -> pd.DataFrame:
+        """One-row table of the estimate and its diagnostics."""
+        return pd.DataFrame(
+            [
+                {
+                    "llc": self.llc_mean,
+                    "se": self.llc_std_error,
+                    "chains": self.num_chains,
+                    "draws": self.num_draws,
+                    "step_size": self.step_size,
+                    "gamma": self.gamma,
+                    "nbeta": self.nbeta,
+                    "mala_acceptance": self.mala_acceptance,
+                    "below_init": self.fraction_below_init,
+                    "rhat": self.rhat,
+                    "ess": self.ess,
+                    "diverged_chains": int(np.sum(self.diverged_at >= 0)),
+                    "compile_s": self.compile_time,
+                    "run_s": self.run_time,
+                }
+            ]
+        )
+
+    def to_xarray(self) -> xr.Dataset:
+        """The traces as an xarray Dataset with dims (chain, draw), configuration in attrs."""
+        dims = ("chain", "draw")
+        data = {
+            "loss": (dims, self.loss_trace),
+            "center_loss": (dims, self.center_loss_trace),
+            "llc": (dims, self.llc_trace()),
+        }
+        if self.distance_trace is not None:
+            data["distance"] = (dims, self.distance_trace)
+        return xr.Dataset(
+            data,
+            coords={"chain": np.arange(self.num_chains), "draw": np.arange(self.num_draws)},
+            attrs={
+                "llc_mean": self.llc_mean,
+                "llc_std_error": self.llc_std_error,
+                "init_loss": self.init_loss,
+                "nbeta": self.nbeta,
+                "step_size": self.step_size,
+                "gamma": self.gamma,
+                "batch_size": self.batch_size,
+                "num_burnin": self.num_burnin,
+            },
+        )
+
+    def to_inference_data(self) -> az.InferenceData:
+        """The traces as ArviZ InferenceData (group "sample_stats": loss, llc)."""
+        return az.from_dict(sample_stats={"loss": self.loss_trace, "llc": self.llc_trace()})
+
+    def plot(self, **kwargs):
+        """Loss traces per chain (with L_n(w*)) and lambda_hat per chain; returns the figure."""
+        from slt.plots.llc import plot_llc
+
+        return plot_llc(self, **kwargs)
+
+    def __repr__(self) -> str:
+        flags = "" if not self.warnings else f", {len(self.warnings)} warning(s)"
+        return (
+            f"LLCResult(llc={self.llc_mean:.4g} ± {self.llc_std_error:.2g}, "
+            f"chains={self.num_chains}, draws={self.num_draws}, "
+            f"mala_acceptance={self.mala_acceptance:.2f}, rhat={self.rhat:.3f}{flags})"
+        )
+
+
+def llc(
+    problem: Problem,
+    params: Params,
+    key: jax.Array,
+    *,
+    num_chains: int = 4,
+    num_draws: int = 1000,
+    num_burnin: int = 1000,
+    step_size: float | str = "auto",
+    gamma: float = 1.0,
+    nbeta: float | None = None,
+    batch_size: int = 256,
+    preconditioner: str | None = None,
+    include_prior: bool = False,
+    mala_every: int = 10,
+    chunk_size: int = 500,
+    progress: bool = True,
+) -> LLCResult:
+    """Estimate the local learning coefficient lambda_hat(w*) by localized SGLD.
+
+    Args:
+      problem: model and data (`Problem` or `Problem.from_loss`).
+      params: w*, the trained parameters (unconstrained pytree), ideally a local minimum of L_n.
+      key: PRNG key.
+      num_chains: independent chains (vmapped; sharded over devices when it divides evenly).
+      num_draws: draws per chain kept for the estimate (one per step).
+      num_burnin: steps per chain discarded first.
+      step_size: SGLD step size eps, or "auto" to choose it with `llc_calibrate` (the largest
+        step size whose MALA acceptance and stationarity pass; see its docstring).
+      gamma: localization strength (gamma / 2) ||w - w*||^2. The default 1 is small against
+        n beta times the curvature of L_n in identifiable directions, so it barely biases
+        lambda_hat there; measured, gamma = 100 shrank lambda_hat of a 3-parameter linear
+        regression at n = 5000 by 25% and of the normal-crossing toys by over 90%.
+      nbeta: n beta; default n / log n (beta = 1 / log n).
+      batch_size: minibatch size (capped at n).
+      preconditioner: None (SGLD) or "rmsprop" (pSGLD).
+      include_prior: add the model's log prior to the local posterior (off, as in Lau et al.).
+      mala_every: measure the MALA acceptance every this many steps.
+      chunk_size: steps per compiled chunk; progress is reported between chunks.
+      progress: show progress bars.
+
+    Returns:
+      An `LLCResult`.
+
+    Example:
+      >>> fit = slt.fit_map(problem, key, prior=False)
+      >>> result = slt.llc(problem, fit.params, key, step_size=1e-4, num_draws=2000)
+      >>> result.llc_mean, result.llc_std_error
+    """
+    _validate(problem, num_chains, num_draws, num_burnin, gamma, nbeta, batch_size)
+    nbeta = default_nbeta(problem.n) if nbeta is None else float(nbeta)
+    batch_size = min(int(batch_size), problem.n)
+    if isinstance(step_size, str):
+        if step_size != "auto":
+            raise ValueError(f"step_size must be a positive number or 'auto', got {step_size!r}")
+        from slt.estimators.llc_calibration import llc_calibrate
+
+        calibration_key, key = jax.random.split(key)
+        step_size = llc_calibrate(
+            problem,
+            params,
+            calibration_key,
+            gamma=gamma,
+            nbeta=nbeta,
+            batch_size=batch_size,
+            preconditioner=preconditioner,
+            include_prior=include_prior,
+            progress=progress,
+        ).step_size
+    elif not step_size > 0:
+        raise ValueError(f"step_size must be > 0, got {step_size}")
+    init_loss = float(problem.loss(params))
+    if not np.isfinite(init_loss):
+        raise ValueError(f"L_n(w*) is not finite ({init_loss}): params is not a valid w*")
+    trace = run_chains(
+        problem,
+        params,
+        key,
+        num_chains=num_chains,
+        num_steps=num_burnin + num_draws,
+        step_size=step_size,
+        gamma=gamma,
+        nbeta=nbeta,
+        batch_size=batch_size,
+        preconditioner=preconditioner,
+        include_prior=include_prior,
+        mala_every=mala_every,
+        chunk_size=chunk_size,
+        reference_loss=init_loss,
+        progress=progress,
+        description="llc",
+    )
+    return summarise_trace(
+        trace,
+        init_loss=init_loss,
+        nbeta=nbeta,
+        step_size=float(step_size),
+        gamma=float(gamma),
+        batch_size=batch_size,
+        preconditioner=preconditioner,
+        num_burnin=num_burnin,
+    )
+
+
+def summarise_trace(
+    trace, *, init_loss, nbeta, step_size, gamma, batch_size, preconditioner, num_burnin
+) -> LLCResult:
+    """Turn a `ChainTrace` into an `LLCResult` (estimate, standard error, diagnostics)."""
+    loss = trace.loss[:, num_burnin:]
+    center_loss = trace.center_loss[:, num_burnin:]
+    healthy = trace.diverged_at < 0
+    if not healthy.any():
+        raise FloatingPointError(
+            f"every chain diverged (first at step {int(trace.diverged_at.min())}); "
+            f"try step_size={step_size / 10:.3g}"
+        )
+    per_draw = nbeta * (loss - center_loss)
+    per_chain = np.where(healthy, per_draw.mean(axis=1), np.nan)
+    kept = per_draw[healthy]
+    mean, std_error, ess, rhat = trace_statistics(kept)
+    messages = []
+    acceptance = np.exp(trace.log_acceptance[:, num_burnin:][healthy])
+    mala = float(np.nanmean(acceptance)) if np.isfinite(acceptance).any() else float("nan")
+    below = float(np.mean(kept < 0))
+    suggested = None
+    if not healthy.all():
+        suggested = step_size / 10
+        steps = ", ".join(str(int(s)) for s in trace.diverged_at[~healthy])
+        messages.append(
+            f"{int((~healthy).sum())} chain(s) diverged (at step {steps}) and were stopped; "
+            f"try step_size={suggested:.3g}"
+        )
+    if mala < LOW_ACCEPTANCE:
+        messages.append(f"MALA acceptance {mala:.2f} is low: the step size is too large")
+    if below > NEGATIVE_FRACTION:
+        messages.append(
+            f"{below:.0%} of draws lie below L_n(w*): w* is not a local minimum (lambda_hat "
+            f"{mean:.3g}); fit it first or increase gamma"
+        )
+    if rhat > 1.1:
+        messages.append(f"R-hat {rhat:.2f} > 1.1: chains disagree; run longer or burn in more")
+    for message in messages:
+        warnings.warn(message, stacklevel=3)
+    return LLCResult(
+        llc_mean=mean,
+        llc_std_error=std_error,
+        llc_per_chain=per_chain,
+        loss_trace=loss,
+        init_loss=init_loss,
+        nbeta=nbeta,
+        step_size=step_size,
+        gamma=gamma,
+        batch_size=batch_size,
+        preconditioner=preconditioner,
+        num_burnin=num_burnin,
+        center_loss_trace=center_loss,
+        mala_acceptance=mala,
+        fraction_below_init=below,
+        rhat=rhat,
+        ess=ess,
+        diverged_at=trace.diverged_at,
+        suggested_step_size=suggested,
+        compile_time=trace.compile_time,
+        run_time=trace.run_time,
+        warnings=tuple(messages),
+        distance_trace=trace.distance[:, num_burnin:],
+    )
+
+
+def trace_statistics(values: np.ndarray) -> tuple[float, float, float, float]:
+    """Mean, standard error (sd / sqrt(ESS)), bulk ESS and R-hat of a (chain, draw) array."""
+    chains, draws = values.shape
+    ess = float(az.ess(values)) if draws >= 4 else float(values.size)
+    rhat = float(az.rhat(values)) if chains >= 2 and draws >= 4 else float("nan")
+    std_error = float(values.std() / np.sqrt(max(ess, 1.0)))
+    return float(values.mean()), std_error, ess, rhat
+
+
+def _validate(problem, num_chains, num_draws, num_burnin, gamma, nbeta, batch_size):
+    if not isinstance(problem, Problem):
+        raise ValueError(f"problem must be an slt.Problem, got {type(problem).__name__}")
+    if int(num_chains) < 1:
+        raise ValueError(f"num_chains must be >= 1, got {num_chains}")
+    if int(num_draws) < 1:
+        raise ValueError(f"num_draws must be >= 1, got {num_draws}")
+    if int(num_burnin) < 0:
+        raise ValueError(f"num_burnin must be >= 0, got {num_burnin}")
+    if not gamma >= 0:
+        raise ValueError(f"gamma must be >= 0, got {gamma}")
+    if nbeta is not None and not nbeta > 0:
+        raise ValueError(f"nbeta must be > 0, got {nbeta}")
+    if int(batch_size) < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")

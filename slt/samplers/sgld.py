@@ -1,0 +1,131 @@
+"""Stochastic-gradient Langevin dynamics (SGLD) as pure `init` / `step` functions.
+
+The target is a log density known through a minibatch estimate of its gradient. One step from
+w with step size eps, stochastic gradient g = grad log pi_hat(w) and a diagonal preconditioner G:
+
+    w' = w + (eps / 2) G g + sqrt(eps G) xi,      xi ~ N(0, I).
+
+G = I is plain SGLD (Welling & Teh 2011). With `preconditioner="rmsprop"`, G = 1 / (delta +
+sqrt(v)), v <- alpha v + (1 - alpha) g^2 (pSGLD, Li et al. 2016, without its small Gamma
+correction term): the variant that benchmarks best on deep linear networks.
+
+Positions are flat vectors (`Problem.ravel`), so the Langevin noise is one draw per step, not one
+per pytree leaf (DESIGN.md: halves compile time on large networks at the same speed).
+Everything is pure: it works under `jit`, `vmap` and `lax.scan`. Configuration that changes the
+compiled program (the preconditioner) is fixed in closures; step size and the target enter as
+arguments, so sweeping them does not recompile.
+
+The MALA acceptance probability of a step (Lau et al. 2023; devinterp reports it too) is the
+Metropolis–Hastings ratio the proposal would have had, on the same minibatch:
+
+    log a = log pi_hat(w') - log pi_hat(w) + log q(w | w') - log q(w' | w),
+    q(w' | w) = N(w'; w + (eps/2) G grad log pi_hat(w), eps G).
+
+Values near 1 mean the discretisation error is small; SGLD never rejects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+__all__ = ["SGLDState", "SGLD", "sgld", "mala_log_acceptance"]
+
+# RMSprop constants: decay of the squared-gradient average and the damping delta, pSGLD's
+# published defaults (Li et al. 2016). devinterp uses delta = 0.1; with gradients scaled by
+# n beta (10^2..10^5 here) delta only matters for parameters whose gradient vanishes.
+RMSPROP_DECAY = 0.99
+RMSPROP_DAMPING = 1e-5
+
+LogDensityGrad = Callable[[jax.Array], tuple[jax.Array, jax.Array]]
+
+
+class SGLDState(NamedTuple):
+    """position: flat parameter vector; square_avg: RMSprop's running mean of g^2 (zeros
+    and unused without preconditioning)."""
+
+    position: jax.Array
+    square_avg: jax.Array
+
+
+class SGLD(NamedTuple):
+    init: Callable[[jax.Array], SGLDState]
+    step: Callable[..., tuple[SGLDState, jax.Array]]
+
+
+def sgld(preconditioner: str | None = None) -> SGLD:
+    """Build the SGLD algorithm.
+
+    Args:
+      preconditioner: None (plain SGLD) or "rmsprop" (pSGLD).
+
+    Returns:
+      `SGLD(init, step)`: `init(position) -> SGLDState`;
+      `step(key, state, gradient, step_size) -> (new_state, preconditioner_diagonal)`, where
+      `gradient` is the minibatch estimate of grad log pi at `state.position` and the diagonal
+      G used by the step is returned for diagnostics (MALA acceptance).
+
+    Example:
+      >>> algorithm = sgld("rmsprop")
+      >>> state = algorithm.init(w0)
+      >>> state, diagonal = algorithm.step(key, state, jax.grad(log_density)(state.position), 1e-4)
+    """
+    if preconditioner not in (None, "rmsprop"):
+        raise ValueError(f"preconditioner must be None or 'rmsprop', got {preconditioner!r}")
+
+    def init(position: jax.Array) -> SGLDState:
+        return SGLDState(position, jnp.zeros_like(position))
+
+    def step(key, state: SGLDState, gradient: jax.Array, step_size):
+        if preconditioner == "rmsprop":
+            square_avg = RMSPROP_DECAY * state.square_avg + (1 - RMSPROP_DECAY) * gradient**2
+            diagonal = 1.0 / (RMSPROP_DAMPING + jnp.sqrt(square_avg))
+        else:
+            square_avg = state.square_avg
+            diagonal = jnp.ones_like(gradient)
+        noise = jax.random.normal(key, state.position.shape, state.position.dtype)
+        position = (
+            state.position
+            + 0.5 * step_size * diagonal * gradient
+            + jnp.sqrt(step_size * diagonal) * noise
+        )
+        return SGLDState(position, square_avg), diagonal
+
+    return SGLD(init, step)
+
+
+def mala_log_acceptance(
+    position: jax.Array,
+    proposal: jax.Array,
+    log_density: jax.Array,
+    gradient: jax.Array,
+    diagonal: jax.Array,
+    value_and_grad: LogDensityGrad,
+    step_size,
+) -> jax.Array:
+    """log of the MALA acceptance probability min(1, ratio) of an SGLD step (see module doc).
+
+    Args:
+      position, proposal: w and w' (the SGLD step's result).
+      log_density, gradient: log pi_hat(w) and its gradient on the step's minibatch.
+      diagonal: the preconditioner G the step used.
+      value_and_grad: `w -> (log pi_hat(w), grad)` on the same minibatch.
+      step_size: eps.
+    """
+    proposal_log_density, proposal_gradient = value_and_grad(proposal)
+    variance = step_size * diagonal
+
+    def log_q(to, start, start_gradient):
+        mean = start + 0.5 * variance * start_gradient
+        return -0.5 * jnp.sum((to - mean) ** 2 / variance)
+
+    log_ratio = (
+        proposal_log_density
+        - log_density
+        + log_q(position, proposal, proposal_gradient)
+        - log_q(proposal, position, gradient)
+    )
+    return jnp.minimum(0.0, jnp.where(jnp.isnan(log_ratio), -jnp.inf, log_ratio))
