@@ -4,7 +4,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -15,15 +14,28 @@ from slt.samplers.local_chains import run_chains
 
 def _index_problem(n=40):
     """A loss that reveals the minibatch: the per-example NLL is the example's index."""
-    return Problem.from_loss(lambda p, b: b["y"] + 0.0 * p["w"], {"w": jnp.zeros(())},
-                             {"y": jnp.arange(n, dtype=float)})
+    return Problem.from_loss(
+        lambda p, b: b["y"] + 0.0 * p["w"], {"w": jnp.zeros(())}, {"y": jnp.arange(n, dtype=float)}
+    )
 
 
 def test_chains_draw_shuffled_epochs_without_replacement(key):
     problem = _index_problem(40)
-    trace = run_chains(problem, {"w": jnp.zeros(())}, key, num_chains=3, num_steps=12,
-                       step_size=1e-3, gamma=0.0, nbeta=1.0, batch_size=10, mala_every=0,
-                       chunk_size=5, reference_loss=0.0, progress=False)
+    trace = run_chains(
+        problem,
+        {"w": jnp.zeros(())},
+        key,
+        num_chains=3,
+        num_steps=12,
+        step_size=1e-3,
+        gamma=0.0,
+        nbeta=1.0,
+        batch_size=10,
+        mala_every=0,
+        chunk_size=5,
+        reference_loss=0.0,
+        progress=False,
+    )
     # each epoch is 4 batches of 10 covering every index once: the epoch mean is mean(0..39)
     epochs = trace.loss[:, :12].reshape(3, 3, 4).mean(axis=2)
     np.testing.assert_allclose(epochs, 19.5, rtol=1e-12)
@@ -35,25 +47,51 @@ def test_chains_draw_shuffled_epochs_without_replacement(key):
 def test_one_compilation_per_configuration(key):
     problem = _index_problem(40)
     center = {"w": jnp.zeros(())}
-    settings = dict(num_chains=2, num_steps=30, batch_size=10, mala_every=3, chunk_size=10,
-                    reference_loss=0.0, progress=False)
+    settings = dict(
+        num_chains=2,
+        num_steps=30,
+        batch_size=10,
+        mala_every=3,
+        chunk_size=10,
+        reference_loss=0.0,
+        progress=False,
+    )
     before = local_chains.compile_count()
     first = run_chains(problem, center, key, step_size=1e-3, gamma=1.0, nbeta=2.0, **settings)
     assert local_chains.compile_count() == before + 1  # three chunks, one program
     second = run_chains(problem, center, key, step_size=1e-2, gamma=5.0, nbeta=7.0, **settings)
     assert local_chains.compile_count() == before + 1  # new values, no recompilation
     assert first.compile_time > 0 and second.compile_time == 0.0
-    run_chains(problem, center, key, step_size=1e-3, gamma=1.0, nbeta=2.0,
-               **(settings | {"batch_size": 20}))
+    run_chains(
+        problem,
+        center,
+        key,
+        step_size=1e-3,
+        gamma=1.0,
+        nbeta=2.0,
+        **(settings | {"batch_size": 20}),
+    )
     assert local_chains.compile_count() == before + 2  # a new configuration compiles once
 
 
 def test_divergence_stops_and_flags_the_chain(key):
-    problem = Problem.from_loss(lambda p, b: 0.5 * (b["y"] - p["w"]) ** 4, {"w": jnp.zeros(())},
-                                {"y": jnp.zeros(50)})
-    trace = run_chains(problem, {"w": jnp.zeros(())}, key, num_chains=2, num_steps=200,
-                       step_size=jnp.array([1e-4, 5.0]), gamma=0.0, nbeta=50.0, batch_size=50,
-                       mala_every=0, reference_loss=0.0, progress=False)
+    problem = Problem.from_loss(
+        lambda p, b: 0.5 * (b["y"] - p["w"]) ** 4, {"w": jnp.zeros(())}, {"y": jnp.zeros(50)}
+    )
+    trace = run_chains(
+        problem,
+        {"w": jnp.zeros(())},
+        key,
+        num_chains=2,
+        num_steps=200,
+        step_size=jnp.array([1e-4, 5.0]),
+        gamma=0.0,
+        nbeta=50.0,
+        batch_size=50,
+        mala_every=0,
+        reference_loss=0.0,
+        progress=False,
+    )
     assert trace.diverged_at[0] == -1 and trace.diverged_at[1] >= 0
     stopped = trace.diverged_at[1]
     assert np.all(np.isnan(trace.loss[1, stopped:])) and np.all(np.isfinite(trace.loss[0]))
@@ -74,11 +112,18 @@ print(json.dumps({"devices": jax.device_count(), "per_chain": result.llc_per_cha
 
 
 def _run_with_devices(count):
-    environment = os.environ | {"XLA_FLAGS": f"--xla_force_host_platform_device_count={count}",
-                                "JAX_PLATFORMS": "cpu"}
-    output = subprocess.run([sys.executable, "-c", SHARDING_SCRIPT], env=environment,
-                            capture_output=True, text=True, check=True,
-                            cwd=Path(__file__).resolve().parents[2])
+    environment = os.environ | {
+        "XLA_FLAGS": f"--xla_force_host_platform_device_count={count}",
+        "JAX_PLATFORMS": "cpu",
+    }
+    output = subprocess.run(
+        [sys.executable, "-c", SHARDING_SCRIPT],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     return json.loads(output.stdout.strip().splitlines()[-1])
 
 

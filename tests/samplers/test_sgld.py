@@ -31,7 +31,7 @@ def test_sgld_samples_a_gaussian():
 
 
 def test_rmsprop_update_by_hand():
-    """pSGLD: v = 0.99 v + 0.01 g^2, G = 1 / (1e-5 + sqrt(v)), w' = w + eps/2 G g + sqrt(eps G) xi."""
+    """pSGLD by hand: v = .99 v + .01 g^2, G = 1 / (1e-5 + sqrt(v)), one step from w."""
     algorithm = sgld("rmsprop")
     state = algorithm.init(jnp.array([0.5, -1.0]))
     gradient, eps, key = jnp.array([2.0, -0.1]), 1e-2, jax.random.key(3)
@@ -39,8 +39,11 @@ def test_rmsprop_update_by_hand():
     square_avg = 0.01 * np.asarray(gradient) ** 2
     expected_diagonal = 1.0 / (1e-5 + np.sqrt(square_avg))
     noise = np.asarray(jax.random.normal(key, (2,), jnp.float64))
-    expected = (np.array([0.5, -1.0]) + 0.5 * eps * expected_diagonal * np.asarray(gradient)
-                + np.sqrt(eps * expected_diagonal) * noise)
+    expected = (
+        np.array([0.5, -1.0])
+        + 0.5 * eps * expected_diagonal * np.asarray(gradient)
+        + np.sqrt(eps * expected_diagonal) * noise
+    )
     np.testing.assert_allclose(new_state.square_avg, square_avg, rtol=1e-12)
     np.testing.assert_allclose(diagonal, expected_diagonal, rtol=1e-12)
     np.testing.assert_allclose(new_state.position, expected, rtol=1e-12)
