@@ -11,9 +11,9 @@ around a trained w* is the local posterior of the LLC.
 How it is fast (DESIGN.md): chains are `vmap`ped; steps are `lax.scan`ned in chunks of equal
 length, compiled ahead of time once per configuration (step size, gamma and n beta are runtime
 arguments, one per chain, so sweeping them never recompiles); minibatch indices come from a
-per-chain permutation of the data kept on device (shuffled epochs, drawn without replacement,
-independent across chains); chains are sharded over all visible devices when their number
-divides evenly. Progress is shown between chunks.
+keyed permutation evaluated on device (`slt.samplers.shuffle`: shuffled epochs without
+replacement, independent across chains, no sort); chains are sharded over all visible devices
+when their number divides evenly. Progress is shown between chunks.
 
 Randomness: chain c uses `fold_in(split(key, num_chains)[c], step)`, so the draws do not
 depend on chunking or on the number of devices.
@@ -33,6 +33,7 @@ from tqdm.auto import tqdm
 
 from slt.problem import Problem
 from slt.samplers.sgld import SGLDState, mala_log_acceptance, sgld
+from slt.samplers.shuffle import epoch_indices
 
 __all__ = ["ChainTrace", "run_chains", "divergence_threshold"]
 
@@ -84,7 +85,6 @@ class _Config(NamedTuple):
 
 class _Carry(NamedTuple):
     sgld: SGLDState
-    permutation: jax.Array
     diverged_at: jax.Array
 
 
@@ -187,16 +187,10 @@ def run_chains(
 
 def _initial_carry(config: _Config, center_flat, chain_keys) -> _Carry:
     position = jnp.broadcast_to(center_flat, (config.num_chains, center_flat.size))
-    permutation = jax.vmap(lambda k: _permutation(k, 0, config.problem.n))(chain_keys)
     return _Carry(
         sgld=jax.vmap(sgld(config.preconditioner).init)(position),
-        permutation=permutation,
         diverged_at=jnp.full((config.num_chains,), -1, jnp.int32),
     )
-
-
-def _permutation(chain_key, epoch, n):
-    return jax.random.permutation(jax.random.fold_in(jax.random.fold_in(chain_key, 1), epoch), n)
 
 
 def _chain_sharding(num_chains: int):
@@ -243,12 +237,11 @@ def _run_chunk(
             value = value + problem.log_prior(params)
         return value, loss
 
-    def chain_step(state: SGLDState, permutation, diverged_at, chain_key, hyper, step):
+    def chain_step(state: SGLDState, diverged_at, chain_key, hyper, step):
         step_size, gamma, nbeta = hyper
-        position_in_epoch = step % steps_per_epoch
-        indices = jax.lax.dynamic_slice(
-            permutation, (position_in_epoch * config.batch_size,), (config.batch_size,)
-        )
+        first = (step % steps_per_epoch) * config.batch_size
+        indices = epoch_indices(jax.random.fold_in(chain_key, 1), step // steps_per_epoch,
+                                first + jnp.arange(config.batch_size), problem.n)
         batch = problem.take(indices)
         value_and_grad = jax.value_and_grad(log_target, has_aux=True)
         (log_density, loss), gradient = value_and_grad(state.position, batch, gamma, nbeta)
@@ -293,16 +286,10 @@ def _run_chunk(
         return new_state, diverged_at, record
 
     def scan_step(carry: _Carry, step):
-        epoch = step // steps_per_epoch
-        permutation = jax.lax.cond(
-            (step % steps_per_epoch == 0) & (step > 0),
-            lambda: jax.vmap(lambda k: _permutation(k, epoch, problem.n))(chain_keys),
-            lambda: carry.permutation,
+        state, diverged_at, record = jax.vmap(chain_step, in_axes=(0, 0, 0, 0, None))(
+            carry.sgld, carry.diverged_at, chain_keys, per_chain, step
         )
-        state, diverged_at, record = jax.vmap(chain_step, in_axes=(0, 0, 0, 0, 0, None))(
-            carry.sgld, permutation, carry.diverged_at, chain_keys, per_chain, step
-        )
-        return _Carry(state, permutation, diverged_at), record
+        return _Carry(state, diverged_at), record
 
     steps = first_step + jnp.arange(config.chunk_size)
     carry, records = jax.lax.scan(scan_step, carry, steps)
