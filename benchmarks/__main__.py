@@ -10,9 +10,15 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from benchmarks import fit_accuracy, problem_overhead  # noqa: E402
+from benchmarks import (  # noqa: E402
+    fisher_scan,
+    fit_accuracy,
+    llc_accuracy,
+    llc_speed,
+    problem_overhead,
+)
 
-SECTIONS = [problem_overhead, fit_accuracy]
+SECTIONS = [problem_overhead, fit_accuracy, llc_speed, llc_accuracy, fisher_scan]
 
 
 def main() -> None:

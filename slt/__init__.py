@@ -1,22 +1,30 @@
 """slt: singular learning theory and Bayesian model selection on JAX and NumPyro.
 
 The public API, flat: `Problem` (model + data as pure JAX functions), `fit_map`, the local
-learning coefficient `llc` and its calibration `llc_calibrate`, the model library `slt.models`,
-and the exact answers `slt.truth`.
+learning coefficient `llc` and its calibration `llc_calibrate`, Fisher geometry
+(`fisher_information`, `fisher_scan`, `kl_divergence`, `slt.geometry`), the model library
+`slt.models`, and the exact answers `slt.truth`.
 """
 
-from slt import models, truth
+from slt import geometry, models, truth
 from slt.estimators.llc import LLCResult, llc
 from slt.estimators.llc_calibration import CalibrationResult, llc_calibrate
 from slt.fit import FitResult, fit_map
+from slt.geometry import FisherResult, FisherScan, fisher_information, fisher_scan, kl_divergence
 from slt.problem import Problem
 
 __all__ = [
     "CalibrationResult",
+    "FisherResult",
+    "FisherScan",
     "FitResult",
     "LLCResult",
     "Problem",
+    "fisher_information",
+    "fisher_scan",
     "fit_map",
+    "geometry",
+    "kl_divergence",
     "llc",
     "llc_calibrate",
     "models",

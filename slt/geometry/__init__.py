@@ -1,0 +1,36 @@
+"""Fisher geometry: where a model is regular and where it is singular.
+
+* `fisher_information(model, params, kind=...)`: the Fisher matrix I(theta) at one point
+  ("exact", "monte_carlo", or the "empirical" gradient outer product), with its spectrum,
+  numerical rank, log det and log pseudo-det, in float64 (`FisherResult`).
+* `kl_divergence(model, w0, w1)`: KL between two parameter points (its Hessian is I).
+* `fisher_scan(model, params, axes={...})`: the spectrum over a 1-D or 2-D grid, in compiled
+  chunks (`FisherScan`, an xarray Dataset with `plot()`).
+* `fisher_vector_product`, `fisher_spectrum`: matrix-free products and Lanczos for large d.
+* `symmetry`: symmetry generators of two-layer networks, expected nullities, the split of
+  the null space into symmetry and excess, conserved quantities, moves along orbits.
+* `landscapes.seed_scans`: the seed slides' det I landscapes (plotted by
+  `slt.plots.fisher.seed_figures`).
+"""
+
+from slt.geometry import landscapes, symmetry
+from slt.geometry.fisher import KINDS, FisherResult, fisher_information
+from slt.geometry.kl import kl_divergence
+from slt.geometry.matrix_free import LanczosSpectrum, fisher_spectrum, fisher_vector_product
+from slt.geometry.scan import FisherScan, fisher_scan
+from slt.geometry.spectrum import DEFAULT_RANK_TOL
+
+__all__ = [
+    "DEFAULT_RANK_TOL",
+    "KINDS",
+    "FisherResult",
+    "FisherScan",
+    "LanczosSpectrum",
+    "fisher_information",
+    "fisher_scan",
+    "fisher_spectrum",
+    "fisher_vector_product",
+    "kl_divergence",
+    "landscapes",
+    "symmetry",
+]

@@ -1,0 +1,387 @@
+"""Fisher information I(theta) of a model at a point: the matrix, its spectrum, rank and log-det.
+
+    I(theta) = E_{x} E_{y ~ p(y | x, theta)} [ s s^T ],   s = grad_theta log p(y | x, theta),
+
+the Hessian of theta' -> E_x KL(p(. | x, theta) || p(. | x, theta')) at theta' = theta. It is
+computed in float64 always: `fisher_information` switches JAX to 64-bit inside itself
+(`jax.enable_x64`), whatever the caller's setting, because its near-zero eigenvalues are
+the point (float32 reports 1e-13 for a true 1e-19).
+
+Three kinds (`KINDS`), see `slt.geometry.kernels` for the formulas:
+
+* "exact": the closed form (1/sigma^2) E_x[J^T J] (plus the scale term when the noise is
+  learned) for Gaussian-noise models, over the given inputs x; quadrature over y for a
+  scalar mixture of normals (the slides' mixture, `gaussian_mixture(K, 1)`).
+* "monte_carlo": the same expectation with y drawn from the model, with standard errors.
+* "empirical": gradients at observed data. Not the Fisher information (labelled as such).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from slt.geometry.coordinates import Coordinates
+from slt.geometry.kernels import FisherArrays, fisher_function, quadrature_grid
+from slt.geometry.observation import ObservationModel, observation_model
+from slt.geometry.spectrum import DEFAULT_RANK_TOL, check_rank_tol, spectrum_summary
+from slt.models.base import ModelSpec
+
+__all__ = ["KINDS", "FisherResult", "FisherSetup", "fisher_information", "prepare"]
+
+KINDS = ("exact", "monte_carlo", "empirical")
+
+_KIND_LABELS = {
+    "exact": "exact Fisher information",
+    "monte_carlo": "Monte Carlo Fisher information",
+    "empirical": "EMPIRICAL Fisher: gradients at the data, not the Fisher information",
+}
+
+
+@dataclass(frozen=True)
+class FisherResult:
+    """The Fisher information matrix at one point, with its spectrum.
+
+    Attributes:
+      matrix: I(theta), (d, d), symmetric, float64.
+      eigenvalues: ascending, (d,) (`eigenvectors`, computed on first use, are the columns).
+      rank: #{eigenvalues > rank_tol * largest}; rank_tol: that relative tolerance.
+      log_det: sum of log eigenvalues, -inf when rank < d.
+      log_pdet: log pseudo-determinant, the sum over the eigenvalues counted by `rank`.
+      condition_number: largest / smallest eigenvalue, inf when rank < d.
+      kind: "exact", "monte_carlo" or "empirical".
+      coordinates: "natural" or "unconstrained"; names: one label per coordinate.
+      point: the constrained site values the matrix was computed at.
+      model_name: the model's name.
+      standard_error: entry-wise Monte Carlo standard error (None unless kind="monte_carlo").
+      num_samples: Monte Carlo replicates (None otherwise).
+      num_inputs: how many inputs x the expectation averaged over (None for density models).
+    """
+
+    matrix: np.ndarray = field(repr=False)
+    eigenvalues: np.ndarray = field(repr=False)
+    rank: int
+    rank_tol: float
+    log_det: float
+    log_pdet: float
+    condition_number: float
+    kind: str
+    coordinates: str
+    names: tuple[str, ...] = field(repr=False)
+    point: dict[str, np.ndarray] = field(repr=False)
+    model_name: str
+    standard_error: np.ndarray | None = field(default=None, repr=False)
+    num_samples: int | None = None
+    num_inputs: int | None = None
+
+    @property
+    def dim(self) -> int:
+        """The number of coordinates d."""
+        return int(self.matrix.shape[0])
+
+    @property
+    def nullity(self) -> int:
+        """d - rank: the dimension of the numerical null space."""
+        return self.dim - self.rank
+
+    @property
+    def is_singular(self) -> bool:
+        """Whether rank < d at the stated tolerance."""
+        return self.rank < self.dim
+
+    @cached_property
+    def eigenvectors(self) -> np.ndarray:
+        """Orthonormal eigenvectors (d, d), columns in the order of `eigenvalues`."""
+        return np.linalg.eigh(self.matrix)[1]
+
+    def null_space(self) -> np.ndarray:
+        """An orthonormal basis (d, nullity) of the eigenvectors not counted by `rank`."""
+        return self.eigenvectors[:, : self.nullity]
+
+    def summary(self) -> pd.DataFrame:
+        """One-row table: kind, d, rank, nullity, log det, log pdet, extreme eigenvalues."""
+        return pd.DataFrame(
+            [
+                {
+                    "kind": self.kind,
+                    "coordinates": self.coordinates,
+                    "d": self.dim,
+                    "rank": self.rank,
+                    "nullity": self.nullity,
+                    "log_det": self.log_det,
+                    "log_pdet": self.log_pdet,
+                    "min_eigenvalue": float(self.eigenvalues[0]),
+                    "max_eigenvalue": float(self.eigenvalues[-1]),
+                    "condition_number": self.condition_number,
+                    "rank_tol": self.rank_tol,
+                }
+            ]
+        )
+
+    def to_xarray(self):
+        """An xarray Dataset: the matrix (row, column), eigenvalues and, if any, standard errors."""
+        import xarray as xr
+
+        names = list(self.names)
+        variables = {
+            "fisher": (("row", "column"), self.matrix),
+            "eigenvalues": (("eigen",), self.eigenvalues),
+        }
+        if self.standard_error is not None:
+            variables["standard_error"] = (("row", "column"), self.standard_error)
+        attrs = {"kind": self.kind, "coordinates": self.coordinates, "model": self.model_name,
+                 "rank": self.rank, "rank_tol": self.rank_tol}
+        return xr.Dataset(variables, coords={"row": names, "column": names}, attrs=attrs)
+
+    def plot(self, ax=None):
+        """The eigenvalue spectrum on a log scale, with the rank threshold (`slt.plots.fisher`)."""
+        from slt.plots.fisher import plot_spectrum
+
+        return plot_spectrum(self, ax=ax)
+
+    def __repr__(self) -> str:
+        point = ", ".join(f"{k}={_short(v)}" for k, v in self.point.items())
+        extra = f", {self.num_samples} replicates" if self.num_samples else ""
+        return (
+            f"FisherResult({_KIND_LABELS[self.kind]}{extra}; {self.model_name} at {point}; "
+            f"{self.coordinates} coordinates, d={self.dim}, rank={self.rank} "
+            f"(eigenvalues > {self.rank_tol:g} x largest), log det={self.log_det:.6g}, "
+            f"log pdet={self.log_pdet:.6g}, condition={self.condition_number:.3g})"
+        )
+
+
+def _short(value: np.ndarray) -> str:
+    value = np.asarray(value)
+    if value.size == 1:
+        return f"{value.item():.4g}"
+    return f"<{'x'.join(map(str, value.shape))} array>"
+
+
+@dataclass(frozen=True)
+class FisherSetup:
+    """A validated request for Fisher matrices, shared by the point, scan and KL functions.
+
+    Attributes: observation (the model), coordinates, values (the point), theta (its
+    coordinates, (d,)), arrays (`FisherArrays` without quadrature nodes), kind, num_samples.
+    """
+
+    observation: ObservationModel
+    coordinates: Coordinates
+    values: dict[str, np.ndarray]
+    theta: np.ndarray
+    arrays: FisherArrays
+    kind: str
+    num_samples: int | None
+
+    def with_nodes(self, thetas: np.ndarray) -> FisherArrays:
+        """The arrays, with quadrature nodes covering every row of `thetas` where needed."""
+        if self.kind != "exact" or self.observation.family == "normal":
+            return self.arrays
+        nodes, weights = quadrature_grid(self.observation, self.coordinates, thetas)
+        return self.arrays._replace(nodes=jnp.asarray(nodes), node_weights=jnp.asarray(weights))
+
+
+@lru_cache(maxsize=64)
+def coordinates_for(observation: ObservationModel, system: str) -> Coordinates:
+    """The `Coordinates` of `observation`'s sites in `system` (cached)."""
+    return Coordinates.build(
+        system, observation.spec.site_names, observation.site_shapes, observation.supports
+    )
+
+
+def _input_weights(x_weights: Any, n: int) -> np.ndarray:
+    if x_weights is None:
+        return np.full(n, 1.0 / n)
+    weights = np.asarray(x_weights, dtype=np.float64)
+    if weights.shape != (n,) or not np.all(np.isfinite(weights)) or np.any(weights < 0):
+        raise ValueError(f"x_weights must be {n} finite non-negative numbers, got {weights!r}")
+    if not weights.sum() > 0:
+        raise ValueError("x_weights sum to 0")
+    return weights / weights.sum()
+
+
+def _check_kind(kind, observation: ObservationModel, num_samples, key) -> int | None:
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if kind == "monte_carlo":
+        if key is None:
+            raise ValueError("kind='monte_carlo' needs a PRNG key: key=jax.random.key(0)")
+        if isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)):
+            raise ValueError(f"kind='monte_carlo' needs num_samples >= 2, got {num_samples!r}")
+        if num_samples < 2:
+            raise ValueError(f"num_samples must be >= 2 (for a standard error), got {num_samples}")
+        return int(num_samples)
+    if num_samples is not None or key is not None:
+        raise ValueError(f"num_samples and key are for kind='monte_carlo', not {kind!r}")
+    if kind == "exact" and observation.family == "other":
+        raise ValueError(
+            f"{observation.spec.name}: no exact Fisher for this observation distribution "
+            "(exact needs Gaussian noise or a scalar mixture of normals); use kind='monte_carlo'"
+        )
+    if kind == "exact" and observation.family == "normal_mixture":
+        if observation.has_inputs or observation.output_shape != ():
+            raise ValueError(
+                f"{observation.spec.name}: the exact mixture Fisher is a quadrature over a scalar"
+                " observation y; for vector observations use kind='monte_carlo'"
+            )
+    return None
+
+
+def prepare(
+    model: ModelSpec,
+    params: Mapping[str, Any],
+    *,
+    kind: str = "exact",
+    x: Any = None,
+    x_weights: Any = None,
+    data: Mapping[str, Any] | None = None,
+    num_samples: int | None = None,
+    key: jax.Array | None = None,
+    coordinates: str = "natural",
+) -> FisherSetup:
+    """Validate a Fisher request (arguments as in `fisher_information`) into a `FisherSetup`.
+
+    Call it inside `jax.enable_x64(True)`.
+    """
+    observation, values = observation_model(model, params)
+    num_samples = _check_kind(kind, observation, num_samples, key)
+    if kind == "empirical":
+        if data is None or not isinstance(data, Mapping):
+            raise ValueError("kind='empirical' needs data={'x': ..., 'y': ...} (or {'y': ...})")
+        if x is not None or x_weights is not None:
+            raise ValueError("kind='empirical' takes its inputs from data; leave x=None")
+        inputs = observation.check_inputs(data.get(observation.input_name))
+        outputs = observation.check_outputs(
+            data.get(observation.output_name), None if inputs is None else inputs.shape[0]
+        )
+    else:
+        if data is not None:
+            raise ValueError(f"data is for kind='empirical'; kind={kind!r} uses x (inputs) only")
+        inputs, outputs = observation.check_inputs(x), None
+    if x_weights is not None and inputs is None:
+        raise ValueError("x_weights weight the inputs x; this model has none")
+    weights = _input_weights(x_weights, 1 if inputs is None else inputs.shape[0])
+    coords = coordinates_for(observation, coordinates)
+    theta = coords.theta_at(values)
+    if not np.all(np.isfinite(theta)):
+        raise ValueError(
+            f"{model.name}: the point is on the boundary of the support, at infinity in "
+            f"{coordinates} coordinates: {dict(zip(coords.names, theta, strict=True))}; "
+            "use coordinates='natural'"
+        )
+    arrays = FisherArrays(
+        inputs=None if inputs is None else jnp.asarray(inputs),
+        weights=jnp.asarray(weights),
+        outputs=None if outputs is None else jnp.asarray(outputs),
+        key=key,
+    )
+    return FisherSetup(observation, coords, values, theta, arrays, kind, num_samples)
+
+
+@lru_cache(maxsize=64)
+def compiled_fisher(observation, coordinates, kind, num_samples, chunk_size):
+    """The jitted `fisher(theta, arrays)` of `slt.geometry.kernels.fisher_function`, cached."""
+    return jax.jit(
+        fisher_function(kind, observation, coordinates, num_samples=num_samples,
+                        chunk_size=chunk_size)
+    )
+
+
+def fisher_information(
+    model: ModelSpec,
+    params: Mapping[str, Any],
+    *,
+    kind: str = "exact",
+    x: Any = None,
+    x_weights: Any = None,
+    data: Mapping[str, Any] | None = None,
+    num_samples: int | None = None,
+    key: jax.Array | None = None,
+    coordinates: str = "natural",
+    rank_tol: float = DEFAULT_RANK_TOL,
+    chunk_size: int | None = None,
+) -> FisherResult:
+    """The Fisher information matrix of `model` at `params`, with its spectrum.
+
+    I(theta) = E_x E_{y ~ p(y|x,theta)}[grad log p grad log p^T]; see the module docstring
+    and `slt.geometry.kernels` for how each kind computes it. Always float64.
+
+    Args:
+      model: a `ModelSpec` from `slt.models`.
+      params: {site: constrained value} for every site, e.g. {"pi": 0.5, "mu": 1.0,
+        "sigma": 1.0}; boundary points such as pi = 0 are allowed in natural coordinates.
+      kind: "exact" (default), "monte_carlo" or "empirical".
+      x: inputs (n, ...) of a regression model, over which I is averaged (required for
+        regression models, refused for density models). Not used by "empirical".
+      x_weights: optional weights of the inputs (normalised to sum 1), e.g. Gauss-Hermite
+        weights so that the average is the population expectation; default uniform.
+      data: {"x": ..., "y": ...} (or {"y": ...}) for kind="empirical".
+      num_samples, key: replicates (>= 2) and PRNG key for kind="monte_carlo"; each
+        replicate draws one y for every input.
+      coordinates: "natural" (the site values themselves, default) or "unconstrained" (the
+        coordinates of `slt.Problem`); see `slt.geometry.coordinates`.
+      rank_tol: relative tolerance of the numerical rank (`slt.geometry.spectrum`).
+      chunk_size: inputs per chunk of the exact and empirical sums (default: 32 MiB of
+        Jacobian per chunk).
+
+    Returns:
+      A `FisherResult`.
+
+    Raises:
+      ValueError: unknown or missing sites, non-finite or out-of-support params, an unknown
+        kind or coordinate system, x missing (regression) or given (density model), no
+        exact formula for the model, missing num_samples / key / data.
+
+    Example:
+      >>> spec = slt.models.fixed_component_mixture()
+      >>> fisher = fisher_information(spec, {"pi": 0.5, "mu": 0.0, "sigma": 1.0})
+      >>> fisher.rank          # 2: pi is unidentifiable when both components are N(0, 1)
+    """
+    rank_tol = check_rank_tol(rank_tol)
+    with jax.enable_x64(True):
+        setup = prepare(
+            model, params, kind=kind, x=x, x_weights=x_weights, data=data,
+            num_samples=num_samples, key=key, coordinates=coordinates,
+        )
+        arrays = setup.with_nodes(setup.theta[None])
+        fisher = compiled_fisher(
+            setup.observation, setup.coordinates, kind, setup.num_samples, chunk_size
+        )
+        matrix, standard_error = (np.asarray(a) for a in fisher(jnp.asarray(setup.theta), arrays))
+    return result_from_matrix(setup, matrix, standard_error, rank_tol)
+
+
+def result_from_matrix(setup: FisherSetup, matrix, standard_error, rank_tol) -> FisherResult:
+    """Wrap a computed matrix of `setup` in a `FisherResult` (eigendecomposition on the host)."""
+    matrix = 0.5 * (matrix + matrix.T)
+    if not np.all(np.isfinite(matrix)):
+        raise FloatingPointError(
+            f"{setup.observation.spec.name}: the Fisher matrix is not finite at {setup.values}"
+        )
+    eigenvalues = np.linalg.eigvalsh(matrix)
+    summary = {k: np.asarray(v).item() for k, v in spectrum_summary(eigenvalues, rank_tol).items()}
+    inputs = setup.arrays.inputs if setup.kind != "empirical" else setup.arrays.outputs
+    return FisherResult(
+        matrix=matrix,
+        eigenvalues=eigenvalues,
+        rank=int(summary["rank"]),
+        rank_tol=rank_tol,
+        log_det=float(summary["log_det"]),
+        log_pdet=float(summary["log_pdet"]),
+        condition_number=float(summary["condition_number"]),
+        kind=setup.kind,
+        coordinates=setup.coordinates.system,
+        names=setup.coordinates.names,
+        point=setup.values,
+        model_name=setup.observation.spec.name,
+        standard_error=standard_error if setup.kind == "monte_carlo" else None,
+        num_samples=setup.num_samples,
+        num_inputs=None if not setup.observation.has_inputs else int(inputs.shape[0]),
+    )

@@ -1,0 +1,311 @@
+"""Matrix-free Fisher geometry for large networks: Fisher-vector products and Lanczos.
+
+For a Gaussian-noise model the exact Fisher is I = J^T diag(w) J with J the Jacobian of
+the whitened outputs z(theta) = [m(theta, x_i) / s_i, sqrt(2) s(theta, x_i) / s_i]_i
+(`slt.geometry.kernels.whitened_outputs`). A Fisher-vector product is then one JVP and
+one VJP (`jax.linearize`, `jax.linear_transpose`), the Gauss-Newton (GGN) form, with no
+d x d matrix:
+
+    I v = J^T (w * (J v)).
+
+`lanczos` runs k steps of the Lanczos process on any symmetric `matvec` with full
+reorthogonalisation (twice, classical Gram-Schmidt), keeping the k x d basis: memory O(d k).
+When the Krylov space is exhausted (an invariant subspace: the next residual is below
+1e-13 of the largest Ritz value) it restarts from a random vector orthogonal to the basis,
+so repeated eigenvalues are found one copy per restart, and a restart vector that the
+operator maps to (numerically) zero shows that the operator vanishes on the rest of the
+space: the rank count is then exact. `fisher_spectrum` applies it to the Fisher.
+
+By Cauchy interlacing the i-th largest Ritz value is at most the i-th largest eigenvalue, so
+the number of Ritz values above the tolerance is always a lower bound on the numerical rank.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from slt.geometry.fisher import prepare
+from slt.geometry.kernels import whitened_outputs
+from slt.geometry.spectrum import DEFAULT_RANK_TOL, check_rank_tol
+from slt.models.base import ModelSpec
+
+__all__ = [
+    "LanczosSpectrum",
+    "LanczosState",
+    "fisher_spectrum",
+    "fisher_vector_product",
+    "lanczos",
+    "ritz_pairs",
+]
+
+# A residual below this fraction of the largest Ritz value is an invariant subspace. Rounding
+# leaves residuals of ~1e-15 of it after the Krylov space is exhausted, while an eigenvalue
+# counted by the rank (> 1e-10 of the largest) leaves a residual above ~1e-10 / sqrt(d).
+_BREAKDOWN_TOL = 1e-13
+
+
+def fisher_vector_product(
+    model: ModelSpec,
+    params: Mapping[str, Any],
+    *,
+    x: Any,
+    x_weights: Any = None,
+    coordinates: str = "natural",
+) -> Callable[[Any], np.ndarray]:
+    """v -> I(theta) v for a Gaussian-noise model, by one JVP and one VJP (GGN form).
+
+    Args:
+      model, params, x, x_weights, coordinates: as in `fisher_information` (exact kind).
+
+    Returns:
+      A function of a vector v (d,) returning I v (d,) as float64 numpy; it holds the
+      linearisation at theta (memory O(n * width)), never a d x d matrix.
+
+    Example:
+      >>> fvp = fisher_vector_product(spec, values, x=x)
+      >>> fvp(np.ones(spec.num_params))
+    """
+    with jax.enable_x64(True):
+        product = _product(model, params, x, x_weights, coordinates)[0]
+    dtype = np.float64
+
+    def apply(v):
+        with jax.enable_x64(True):
+            return np.asarray(product(jnp.asarray(v, dtype=dtype)))
+
+    return apply
+
+
+def _product(model, params, x, x_weights, coordinates):
+    setup = prepare(model, params, x=x, x_weights=x_weights, coordinates=coordinates)
+    if setup.observation.family != "normal":
+        raise ValueError(
+            f"{model.name}: matrix-free Fisher products are for Gaussian-noise models; "
+            "use fisher_information for mixtures (their d is small)"
+        )
+    theta = jnp.asarray(setup.theta)
+    inputs, weights = setup.arrays.inputs, setup.arrays.weights
+    outputs = whitened_outputs(setup.observation, setup.coordinates, theta, inputs)
+    _, jvp = jax.linearize(outputs, theta)
+    vjp = jax.linear_transpose(jvp, theta)
+    return jax.jit(lambda v: vjp(weights[:, None] * jvp(v))[0]), setup
+
+
+class LanczosState(NamedTuple):
+    """Lanczos output: T = tridiag(betas, alphas, betas) = Q A Q^T on the basis rows of Q.
+
+    basis: (k + 1, d) orthonormal rows (the last is the next Lanczos vector); alphas: (k,);
+    betas: (k,) with betas[j] coupling vectors j and j + 1 (0 at a restart);
+    exhausted: whether a restart vector was mapped to ~0 (the rank count is exact);
+    scale: the running largest |alpha| and beta (an estimate of the operator norm).
+    """
+
+    basis: jax.Array
+    alphas: jax.Array
+    betas: jax.Array
+    exhausted: jax.Array
+    scale: jax.Array
+
+
+def lanczos(matvec: Callable[[jax.Array], jax.Array], key: jax.Array, dim: int, num_steps: int):
+    """k = num_steps Lanczos steps on a symmetric operator, fully reorthogonalised; jit-able.
+
+    Args:
+      matvec: v (dim,) -> A v, symmetric A.
+      key: PRNG key for the start and restart vectors.
+      dim: d.
+      num_steps: k <= d.
+
+    Returns:
+      A `LanczosState`; the Ritz values are the eigenvalues of the tridiagonal matrix.
+    """
+    keys = jax.random.split(key, num_steps + 1)
+
+    def orthogonalised(vector, basis):
+        for _ in range(2):  # Gram-Schmidt twice is enough for orthogonality to rounding (Kahan)
+            vector = vector - basis.T @ (basis @ vector)
+        return vector
+
+    def step(j, state: LanczosState):
+        q = state.basis[j]
+        product = matvec(q)
+        alpha = q @ product
+        residual = orthogonalised(product, state.basis)
+        beta = jnp.linalg.norm(residual)
+        scale = jnp.maximum(state.scale, jnp.maximum(jnp.abs(alpha), beta))
+        breakdown = beta <= _BREAKDOWN_TOL * scale
+        block_start = (j == 0) | (state.betas[j - 1] == 0.0)
+        vanished = block_start & (jnp.linalg.norm(product) <= _BREAKDOWN_TOL * scale)
+
+        def restart():
+            fresh = orthogonalised(jax.random.normal(keys[j + 1], (dim,)), state.basis)
+            return fresh / jnp.linalg.norm(fresh)
+
+        following = jax.lax.cond(breakdown, restart, lambda: residual / beta)
+        return LanczosState(
+            basis=state.basis.at[j + 1].set(following),
+            alphas=state.alphas.at[j].set(alpha),
+            betas=state.betas.at[j].set(jnp.where(breakdown, 0.0, beta)),
+            exhausted=state.exhausted | vanished,
+            scale=scale,
+        )
+
+    start = jax.random.normal(keys[0], (dim,))
+    initial = LanczosState(
+        basis=jnp.zeros((num_steps + 1, dim)).at[0].set(start / jnp.linalg.norm(start)),
+        alphas=jnp.zeros(num_steps),
+        betas=jnp.zeros(num_steps),
+        exhausted=jnp.asarray(False),
+        scale=jnp.asarray(0.0),
+    )
+    return jax.lax.fori_loop(0, num_steps, step, initial)
+
+
+def ritz_pairs(state: LanczosState) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues (ascending) and eigenvectors of the Lanczos tridiagonal matrix T."""
+    off_diagonal = np.asarray(state.betas[:-1])
+    tridiagonal = (
+        np.diag(np.asarray(state.alphas)) + np.diag(off_diagonal, 1) + np.diag(off_diagonal, -1)
+    )
+    return np.linalg.eigh(tridiagonal)
+
+
+@dataclass(frozen=True)
+class LanczosSpectrum:
+    """Extreme eigenvalues and numerical rank of a Fisher matrix from k Lanczos steps.
+
+    Attributes:
+      ritz_values: ascending Ritz values (k,): the top ones converge first.
+      ritz_errors: residual bounds |beta_k y_k| per Ritz value: each lies within its bound of
+        an eigenvalue.
+      rank: #{Ritz values > rank_tol * largest}; a lower bound on the numerical rank, and
+        the rank itself when `rank_is_exact`.
+      rank_is_exact: whether the operator was shown to vanish outside the Krylov basis.
+      rank_tol, dim, num_steps, coordinates, model_name: the settings.
+    """
+
+    ritz_values: np.ndarray = field(repr=False)
+    ritz_errors: np.ndarray = field(repr=False)
+    rank: int
+    rank_is_exact: bool
+    rank_tol: float
+    dim: int
+    num_steps: int
+    coordinates: str
+    model_name: str
+
+    @property
+    def eigenvalues(self) -> np.ndarray:
+        """The Ritz values (ascending), for plotting alongside dense spectra."""
+        return self.ritz_values
+
+    @property
+    def max_eigenvalue(self) -> float:
+        return float(self.ritz_values[-1])
+
+    @property
+    def smallest_nonzero(self) -> float:
+        """The smallest Ritz value counted by the rank (nan when the rank is 0)."""
+        counted = self.ritz_values[self.ritz_values > self.rank_tol * self.max_eigenvalue]
+        return float(counted[0]) if counted.size else float("nan")
+
+    def top(self, count: int) -> np.ndarray:
+        """The `count` largest Ritz values, descending."""
+        return self.ritz_values[::-1][:count]
+
+    def summary(self) -> pd.DataFrame:
+        """One-row table of the estimate."""
+        return pd.DataFrame(
+            [
+                {
+                    "d": self.dim,
+                    "steps": self.num_steps,
+                    "rank": self.rank,
+                    "rank_is_exact": self.rank_is_exact,
+                    "max_eigenvalue": self.max_eigenvalue,
+                    "smallest_nonzero": self.smallest_nonzero,
+                    "max_error": float(self.ritz_errors.max()),
+                }
+            ]
+        )
+
+    def plot(self, ax=None):
+        """The Ritz values on a log scale, with the rank threshold (`slt.plots.fisher`)."""
+        from slt.plots.fisher import plot_spectrum
+
+        return plot_spectrum(self, ax=ax)
+
+    def __repr__(self) -> str:
+        bound = "" if self.rank_is_exact else " (lower bound)"
+        return (
+            f"LanczosSpectrum({self.model_name}, d={self.dim}, {self.num_steps} steps: "
+            f"rank={self.rank}{bound}, largest={self.max_eigenvalue:.6g}, "
+            f"smallest nonzero={self.smallest_nonzero:.6g})"
+        )
+
+
+def fisher_spectrum(
+    model: ModelSpec,
+    params: Mapping[str, Any],
+    *,
+    x: Any,
+    key: jax.Array,
+    num_steps: int = 100,
+    x_weights: Any = None,
+    coordinates: str = "natural",
+    rank_tol: float = DEFAULT_RANK_TOL,
+) -> LanczosSpectrum:
+    """Top and bottom of the Fisher spectrum and its numerical rank, matrix-free (Lanczos).
+
+    Memory is O(d * num_steps) (the Lanczos basis) plus one linearisation of the network;
+    time is num_steps Fisher-vector products plus O(d num_steps^2) for reorthogonalisation.
+    The largest eigenvalues converge first; the rank is exact once num_steps exceeds the
+    number of distinct nonzero eigenvalues (see the module docstring), e.g. rank + 1 steps.
+
+    Args:
+      model, params, x, x_weights, coordinates: as in `fisher_information` (Gaussian-noise
+        models).
+      key: PRNG key for the Lanczos start vector.
+      num_steps: Lanczos steps k (clipped to d).
+      rank_tol: relative tolerance of the rank.
+
+    Returns:
+      A `LanczosSpectrum`.
+
+    Example:
+      >>> spectrum = fisher_spectrum(spec, values, x=x, key=jax.random.key(0), num_steps=450)
+      >>> spectrum.rank, spectrum.top(3)
+    """
+    rank_tol = check_rank_tol(rank_tol)
+    if isinstance(num_steps, bool) or not isinstance(num_steps, (int, np.integer)) or num_steps < 1:
+        raise ValueError(f"num_steps must be a positive integer, got {num_steps!r}")
+    if key is None:
+        raise ValueError("fisher_spectrum needs a PRNG key: key=jax.random.key(0)")
+    with jax.enable_x64(True):
+        product, setup = _product(model, params, x, x_weights, coordinates)
+        dim = setup.coordinates.dim
+        steps = int(min(num_steps, dim))
+        state = jax.jit(lanczos, static_argnums=(0, 2, 3))(product, key, dim, steps)
+        ritz_values, ritz_vectors = ritz_pairs(state)
+        errors = np.abs(float(state.betas[-1]) * ritz_vectors[-1])
+        exhausted = bool(state.exhausted) or steps == dim
+    largest = ritz_values[-1]
+    rank = int(np.sum(ritz_values > rank_tol * largest)) if largest > 0 else 0
+    return LanczosSpectrum(
+        ritz_values=ritz_values,
+        ritz_errors=errors,
+        rank=rank,
+        rank_is_exact=exhausted,
+        rank_tol=rank_tol,
+        dim=dim,
+        num_steps=steps,
+        coordinates=setup.coordinates.system,
+        model_name=model.name,
+    )

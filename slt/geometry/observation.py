@@ -1,0 +1,326 @@
+"""What a model says about one observation: p(y | x, w) as a NumPyro distribution.
+
+Fisher information needs the model's observation density as a function of the parameters,
+for inputs x it is given (regression) or for no inputs at all (density models such as
+mixtures). `observation_model(spec, params, x)` validates a parameter point, traces the
+NumPyro model once with NumPyro's effect handlers (`substitute`, `trace`) and returns an
+`ObservationModel` whose methods are pure JAX functions of the constrained site values:
+
+* `distribution(values, inputs)`: the observed site's distribution for a batch of examples;
+* `log_density(values, inputs, outputs)`: per-example log p(y_i | x_i, w), shape (b,);
+* `sample(key, values, inputs, shape)`: draws of y from the model.
+
+Mixture log-densities are evaluated from the mixing weights themselves,
+log sum_k w_k p_k(y) (`jax.nn.logsumexp` with weights `b=w`), not from NumPyro's clamped
+logits, so that scores stay exact at a zero weight (pi = 0), where NumPyro's gradient
+with respect to the vanishing weight is 0 instead of p_k(y)/p(y) - 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro.distributions as dist
+from jax.extend.core import Literal
+from numpyro import handlers
+
+from slt.geometry.coordinates import in_support
+from slt.models.base import ModelSpec
+from slt.problem import _split_sites
+
+__all__ = ["ObservationModel", "observation_model", "unwrap"]
+
+_TEMPLATE_SIZE = 2  # examples simulated once to learn the data's keys and per-example shapes
+
+
+def unwrap(fn: dist.Distribution) -> dist.Distribution:
+    """Strip `Independent` and `ExpandedDistribution` wrappers (batch/event bookkeeping)."""
+    while isinstance(fn, (dist.Independent, dist.ExpandedDistribution)):
+        fn = fn.base_dist
+    return fn
+
+
+def _is_weighted_mixture(fn) -> bool:
+    return isinstance(fn, dist.MixtureSameFamily) and isinstance(
+        fn.mixing_distribution, dist.CategoricalProbs
+    )
+
+
+def safe_log_prob(base: dist.Distribution, y: jax.Array) -> jax.Array:
+    """log p(y) of an unwrapped distribution; a mixture as log sum_k w_k p_k(y), exact at w_k = 0.
+
+    The sum is shifted by the largest component log-density m (held constant for
+    differentiation), so every term w_k exp(a_k - m) is at most w_k and the gradient with
+    respect to a weight, exp(a_k - m) / sum, is finite also where w_k = 0 (NumPyro's and
+    `jax.nn.logsumexp`'s gradients are 0 there).
+    """
+    if not _is_weighted_mixture(base):
+        return base.log_prob(y)
+    components = base.component_distribution.log_prob(jnp.expand_dims(y, -base.event_dim - 1))
+    shift = jax.lax.stop_gradient(jnp.max(components, axis=-1, keepdims=True))
+    total = jnp.sum(base.mixing_distribution.probs * jnp.exp(components - shift), axis=-1)
+    return jnp.log(jnp.maximum(total, jnp.finfo(total.dtype).tiny)) + shift[..., 0]
+
+
+def _validated_values(spec: ModelSpec, params: Any) -> dict[str, np.ndarray]:
+    if not isinstance(params, Mapping):
+        raise ValueError(
+            f"params must be a dict of constrained site values {list(spec.site_names)}, "
+            f"got {type(params).__name__}"
+        )
+    unknown = sorted(set(params) - set(spec.site_names))
+    missing = [name for name in spec.site_names if name not in params]
+    if unknown or missing:
+        raise ValueError(
+            f"{spec.name}: params must have exactly the sites {list(spec.site_names)}"
+            + (f"; unknown: {unknown}" if unknown else "")
+            + (f"; missing: {missing}" if missing else "")
+        )
+    values = {}
+    for name in spec.site_names:
+        value = np.asarray(params[name], dtype=np.float64)
+        if not np.all(np.isfinite(value)):
+            raise ValueError(f"{spec.name}: params[{name!r}] is not finite: {value}")
+        values[name] = value
+    return values
+
+
+def _finite_examples(what: str, array: Any, example_shape: tuple[int, ...]) -> np.ndarray:
+    array = np.asarray(array, dtype=np.float64)
+    if array.ndim == 0 or array.shape[1:] != tuple(example_shape) or array.shape[0] == 0:
+        shape = ", ".join(["n"] + [str(s) for s in example_shape])
+        raise ValueError(f"{what} must have shape ({shape}) with n >= 1, got {array.shape}")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{what} has {int(np.sum(~np.isfinite(array)))} non-finite value(s)")
+    return array
+
+
+@dataclass(frozen=True)
+class ObservationModel:
+    """The observation density of a `ModelSpec`, as pure functions of constrained values.
+
+    Attributes:
+      spec: the model.
+      site_shapes: each latent site's shape, in `spec.site_names` order.
+      input_shape: the per-example shape of the inputs x; None for a density model.
+      output_name: the observed site (and data key) y.
+      output_shape: the per-example shape of y (() for a scalar observation).
+      input_name: the data key of the inputs (None for a density model).
+      supports: each latent site's support.
+      family: "normal" (Gaussian y, possibly with learned scale), "normal_mixture" (a
+        mixture of normals), or "other": decides how the exact Fisher is computed.
+      learned_scale: for "normal", whether the noise sd depends on the parameters (read off
+        the traced computation: False for a fixed noise_scale, which halves the work).
+    """
+
+    spec: ModelSpec
+    site_shapes: tuple[tuple[int, ...], ...]
+    input_shape: tuple[int, ...] | None
+    output_name: str
+    output_shape: tuple[int, ...]
+    input_name: str | None = field(compare=False)
+    supports: tuple[Any, ...] = field(compare=False, repr=False)
+    family: str = field(compare=False)
+    learned_scale: bool = field(compare=False, default=True)
+
+    @property
+    def has_inputs(self) -> bool:
+        return self.input_name is not None
+
+    def check_inputs(self, x: Any) -> np.ndarray | None:
+        """x as float64 (n, *input_shape), or ValueError; None (and must be None) without inputs."""
+        name = self.spec.name
+        if self.input_name is None:
+            if x is not None:
+                raise ValueError(f"{name} is a density model with no inputs; leave x=None")
+            return None
+        shape = ", ".join(map(str, self.input_shape))
+        if x is None:
+            raise ValueError(
+                f"{name} is a regression model: give its inputs x, shape (n, {shape}), "
+                "over which the Fisher is averaged"
+            )
+        return _finite_examples(f"{name}: x", x, self.input_shape)
+
+    def check_outputs(self, y: Any, n: int | None) -> np.ndarray:
+        """Observed y as float64 (n, *output_shape), or ValueError."""
+        y = _finite_examples(f"{self.spec.name}: {self.output_name}", y, self.output_shape)
+        if n is not None and y.shape[0] != n:
+            raise ValueError(f"{self.spec.name}: {y.shape[0]} outputs for {n} inputs")
+        return y
+
+    def _data(self, inputs: jax.Array | None) -> dict[str, jax.Array]:
+        size = 1 if inputs is None else inputs.shape[0]
+        data = {self.output_name: jnp.zeros((size,) + self.output_shape)}
+        if inputs is not None:
+            data[self.input_name] = inputs
+        return data
+
+    def distribution(self, values: Mapping[str, jax.Array], inputs: jax.Array | None):
+        """The observed site's distribution for the b examples of `inputs` (b = 1 without x)."""
+        model = handlers.substitute(handlers.seed(self.spec.model, 0), data=dict(values))
+        trace = handlers.trace(model).get_trace(**self._data(inputs))
+        return trace[self.output_name]["fn"]
+
+    def log_density(self, values, inputs, outputs: jax.Array) -> jax.Array:
+        """Per-example log p(y_i | x_i, w), shape (b,), summed over each example's entries."""
+        fn = self.distribution(values, inputs)
+        log_prob = safe_log_prob(unwrap(fn), outputs)
+        return jnp.reshape(log_prob, (outputs.shape[0], -1)).sum(axis=1)
+
+    def sample(self, key: jax.Array, values, inputs, sample_shape=()) -> jax.Array:
+        """Draws y ~ p(y | x, w), shape sample_shape + (b,) + output_shape."""
+        return self.distribution(values, inputs).sample(key, sample_shape)
+
+    def normal_moments(self, values, inputs) -> tuple[jax.Array, jax.Array]:
+        """Mean and standard deviation of a Gaussian observation, each (b,) + output_shape."""
+        base = unwrap(self.distribution(values, inputs))
+        size = 1 if inputs is None else inputs.shape[0]
+        shape = (size,) + self.output_shape
+        return jnp.broadcast_to(base.loc, shape), jnp.broadcast_to(base.scale, shape)
+
+
+_CACHE: dict[tuple, ObservationModel] = {}
+_CACHE_SIZE = 64  # distinct (model, shapes) pairs kept; a trace costs milliseconds to redo
+
+
+def observation_model(
+    spec: ModelSpec, params: Mapping[str, Any]
+) -> tuple[ObservationModel, dict[str, np.ndarray]]:
+    """Validate a parameter point of `spec` and describe its observation density.
+
+    Args:
+      spec: a model of `slt.models` (any `ModelSpec` with one observed site).
+      params: {site: constrained value} for every latent site, finite, in the site's support
+        or on its boundary (pi = 0 is allowed).
+
+    Returns:
+      (observation model, values as float64 numpy arrays). The model is cached per
+      (spec, site shapes): repeated calls trace the NumPyro model once.
+
+    Raises:
+      ValueError: unknown or missing sites, non-finite values, wrong shapes, values outside
+        the support.
+    """
+    if not isinstance(spec, ModelSpec):
+        raise ValueError(f"model must be a ModelSpec from slt.models, got {type(spec).__name__}")
+    values = _validated_values(spec, params)
+    key = (spec, tuple(v.shape for v in values.values()))
+    if key not in _CACHE:
+        if len(_CACHE) >= _CACHE_SIZE:
+            _CACHE.clear()
+        _CACHE[key] = _build(spec, values)
+    observation = _CACHE[key]
+    for name, support in zip(spec.site_names, observation.supports, strict=True):
+        if not in_support(values[name], support):
+            raise ValueError(
+                f"{spec.name}: params[{name!r}] = {values[name]} is outside its support {support}"
+            )
+    return observation, values
+
+
+def _build(spec: ModelSpec, values: dict[str, np.ndarray]) -> ObservationModel:
+    captured = {}
+
+    def trace_abstractly(values):
+        """Simulate a template data set and trace the model, on shapes only (`eval_shape`):
+        only static facts (site types, shapes, supports, distribution classes) are kept."""
+        data = spec.simulate(jax.random.key(0), values, _TEMPLATE_SIZE)
+        model = handlers.substitute(handlers.seed(spec.model, 0), data=values)
+        captured["trace"] = handlers.trace(model).get_trace(**data)
+        captured["template"] = {k: jax.ShapeDtypeStruct(v.shape, v.dtype) for k, v in data.items()}
+        return 0.0
+
+    with jax.enable_x64(True):
+        try:
+            jax.eval_shape(trace_abstractly, values)
+        except (TypeError, ValueError, IndexError) as error:
+            shapes = {name: value.shape for name, value in values.items()}
+            raise ValueError(
+                f"{spec.name}: params do not fit the model (check their shapes, got {shapes}): "
+                f"{str(error).splitlines()[0]}"
+            ) from None
+    trace, template = captured["trace"], captured["template"]
+    latent, observed = _split_sites(trace)
+    if tuple(latent) != tuple(spec.site_names):
+        raise ValueError(
+            f"{spec.name}: site_names {spec.site_names} disagree with the model's sites {latent}"
+        )
+    observed = [n for n in observed if not (n.startswith("_") and n.endswith("_log_det"))]
+    if len(observed) != 1 or observed[0] not in template:
+        raise ValueError(f"{spec.name}: Fisher geometry needs exactly one observed site y")
+    output_name = observed[0]
+    inputs = [k for k in template if k != output_name]
+    if len(inputs) > 1:
+        raise ValueError(f"{spec.name}: more than one input array {inputs} is not supported")
+    shapes, supports = [], []
+    for name in latent:
+        site = trace[name]
+        expected = tuple(site["fn"].shape())
+        if values[name].shape != expected:
+            raise ValueError(
+                f"{spec.name}: params[{name!r}] has shape {values[name].shape}, "
+                f"expected {expected}"
+            )
+        shapes.append(expected)
+        supports.append(site["fn"].support)
+    base = unwrap(trace[output_name]["fn"])
+    if isinstance(base, dist.Normal):
+        family = "normal"
+    elif _is_weighted_mixture(base) and isinstance(
+        unwrap(base.component_distribution), dist.Normal
+    ):
+        family = "normal_mixture"
+    else:
+        family = "other"
+    input_name = inputs[0] if inputs else None
+    observation = ObservationModel(
+        spec=spec,
+        site_shapes=tuple(shapes),
+        input_shape=tuple(template[input_name].shape[1:]) if input_name else None,
+        output_name=output_name,
+        output_shape=tuple(template[output_name].shape[1:]),
+        input_name=input_name,
+        supports=tuple(supports),
+        family=family,
+    )
+    if family != "normal":
+        return observation
+    with jax.enable_x64(True):
+        scale = jax.make_jaxpr(lambda v, x: observation.normal_moments(v, x)[1])(
+            values, template.get(input_name)
+        )
+    return replace(observation, learned_scale=_depends_on_inputs(scale.jaxpr))
+
+
+def _depends_on_inputs(jaxpr) -> bool:
+    """Whether any output of a jaxpr depends on any of its inputs."""
+    return any(_dependent_outputs(jaxpr, [True] * len(jaxpr.invars)))
+
+
+def _dependent_outputs(jaxpr, dependent_inputs: list[bool]) -> list[bool]:
+    """Which outputs of `jaxpr` depend on the inputs flagged in `dependent_inputs`.
+
+    Follows sub-jaxprs of calls (`pjit`, `closed_call`); any other equation consuming a
+    dependent variable makes all its outputs dependent (conservative).
+    """
+    dependent = {v for v, flag in zip(jaxpr.invars, dependent_inputs, strict=True) if flag}
+
+    def is_dependent(variable) -> bool:
+        return not isinstance(variable, Literal) and variable in dependent
+
+    for equation in jaxpr.eqns:
+        flags = [is_dependent(v) for v in equation.invars]
+        inner = equation.params.get("jaxpr", equation.params.get("call_jaxpr"))
+        inner = getattr(inner, "jaxpr", inner)
+        if inner is not None and len(getattr(inner, "invars", ())) == len(flags):
+            outputs = _dependent_outputs(inner, flags)
+        else:
+            outputs = [any(flags)] * len(equation.outvars)
+        dependent.update(v for v, flag in zip(equation.outvars, outputs, strict=True) if flag)
+    return [is_dependent(v) for v in jaxpr.outvars]
