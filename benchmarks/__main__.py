@@ -11,6 +11,7 @@ import jax
 jax.config.update("jax_enable_x64", True)
 
 from benchmarks import (  # noqa: E402
+    evidence_accuracy,
     fisher_scan,
     fit_accuracy,
     llc_accuracy,
@@ -18,7 +19,14 @@ from benchmarks import (  # noqa: E402
     problem_overhead,
 )
 
-SECTIONS = [problem_overhead, fit_accuracy, llc_speed, llc_accuracy, fisher_scan]
+SECTIONS = [
+    problem_overhead,
+    fit_accuracy,
+    llc_speed,
+    llc_accuracy,
+    evidence_accuracy,
+    fisher_scan,
+]
 
 
 def main() -> None:

@@ -1,6 +1,31 @@
-"""Estimators: the local learning coefficient and its calibration."""
+"""Estimators: the local learning coefficient and its calibration; evidence and model selection
+(BIC, Laplace, WBIC, a reference free energy, lambda from temperatures, compare)."""
 
+from slt.estimators.bic import BICResult, bic
+from slt.estimators.compare import ComparisonResult, compare
+from slt.estimators.free_energy import FreeEnergyResult, free_energy
+from slt.estimators.laplace import LaplaceResult, laplace
 from slt.estimators.llc import LLCResult, default_nbeta, llc
 from slt.estimators.llc_calibration import CalibrationResult, llc_calibrate
+from slt.estimators.rlct import RLCTResult, rlct
+from slt.estimators.wbic import WBICResult, wbic
 
-__all__ = ["CalibrationResult", "LLCResult", "default_nbeta", "llc", "llc_calibrate"]
+__all__ = [
+    "BICResult",
+    "CalibrationResult",
+    "ComparisonResult",
+    "FreeEnergyResult",
+    "LLCResult",
+    "LaplaceResult",
+    "RLCTResult",
+    "WBICResult",
+    "bic",
+    "compare",
+    "default_nbeta",
+    "free_energy",
+    "laplace",
+    "llc",
+    "llc_calibrate",
+    "rlct",
+    "wbic",
+]

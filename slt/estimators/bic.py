@@ -1,0 +1,100 @@
+"""BIC: the regular-model approximation of the free energy, n L_n(ŵ) + (d/2) log n.
+
+On the free-energy scale of the seeds (F = -log Z):
+
+    BIC_F = n L_n(ŵ) + (d/2) log n,
+
+and the classical (Schwarz) value is twice that, -2 log p(D | ŵ) + d log n, reported as `bic`.
+L_n is the per-example negative log-likelihood with its constants and d the number of free
+parameters after constraints (`Problem.dim`: a K-simplex counts K - 1). For a regular model
+F_n = BIC_F + O_p(1); for a singular one the penalty d/2 overstates the learning coefficient
+lambda (see `slt.rlct` for n L_n(ŵ) + lambda_hat log n).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from slt.fit import FitResult
+from slt.problem import Problem
+
+__all__ = ["BICResult", "bic"]
+
+
+@dataclass(frozen=True)
+class BICResult:
+    """BIC on the free-energy scale and the classical 2x scale.
+
+    Attributes:
+      free_energy: n L_n(ŵ) + (d/2) log n (≈ -log Z; lower is better).
+      bic: the classical value -2 log p(D | ŵ) + d log n = 2 * free_energy.
+      nll: n L_n(ŵ) = -log p(D | ŵ).
+      penalty: (d/2) log n.
+      num_params: d; n: the number of examples; objective: "mle" or "map" (the fit used).
+    """
+
+    free_energy: float
+    bic: float
+    nll: float
+    penalty: float
+    num_params: int
+    n: int
+    objective: str
+
+    def summary(self) -> pd.DataFrame:
+        """One-row table."""
+        return pd.DataFrame([{
+            "bic_free_energy": self.free_energy, "bic_classical": self.bic, "nll": self.nll,
+            "penalty": self.penalty, "d": self.num_params, "n": self.n, "fit": self.objective,
+        }])
+
+    def plot(self, **kwargs):
+        """The two terms of the BIC as a stacked bar."""
+        from slt.plots.evidence import plot_bic
+
+        return plot_bic(self, **kwargs)
+
+    def __repr__(self) -> str:
+        return (
+            f"BICResult(free_energy={self.free_energy:.6g} = n L_n {self.nll:.6g} + "
+            f"(d/2) log n {self.penalty:.4g}; classical bic={self.bic:.6g}; d={self.num_params}, "
+            f"n={self.n}, fit={self.objective})"
+        )
+
+
+def bic(problem: Problem, fit: FitResult, *, num_params: int | None = None) -> BICResult:
+    """BIC from a fit: n L_n(ŵ) + (d/2) log n, and the classical 2x value.
+
+    Args:
+      problem: model and data.
+      fit: `slt.fit_map(problem, key, prior=False)` for the textbook BIC (the MLE), or the MAP
+        (`prior=True`) where the MLE does not exist (Gaussian mixtures with free scales); the
+        two differ by O(1) nats.
+      num_params: d; default `problem.dim` (free parameters after constraints).
+
+    Returns:
+      A `BICResult`.
+
+    Example:
+      >>> fit = slt.fit_map(problem, jax.random.key(0), prior=False)
+      >>> slt.bic(problem, fit).free_energy
+
+    References:
+      Schwarz, "Estimating the dimension of a model", Ann. Statist. 6:461–464, 1978.
+    """
+    if not isinstance(fit, FitResult):
+        raise ValueError(f"fit must be a FitResult from slt.fit_map, got {type(fit).__name__}")
+    d = problem.dim if num_params is None else int(num_params)
+    if d < 0:
+        raise ValueError(f"num_params must be >= 0, got {num_params}")
+    nll = -float(fit.loglik)
+    if not np.isfinite(nll):
+        raise ValueError(f"the fit's log-likelihood is not finite ({fit.loglik})")
+    penalty = 0.5 * d * float(np.log(problem.n))
+    return BICResult(
+        free_energy=nll + penalty, bic=2.0 * (nll + penalty), nll=nll, penalty=penalty,
+        num_params=d, n=problem.n, objective=fit.objective,
+    )

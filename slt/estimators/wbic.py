@@ -1,0 +1,311 @@
+"""WBIC: the posterior mean of n L_n(w) at inverse temperature beta = 1 / log n (Watanabe 2013).
+
+    WBIC = E_beta[n L_n(w)],   E_beta the mean over pi_beta(w) ∝ exp(-beta n L_n(w)) prior(w),
+
+with L_n(w) = -(1/n) sum_i log p(y_i | x_i, w) (constants included) and the model's own prior
+(no localization). For regular and singular models alike WBIC = F_n + O_p(sqrt(log n)), where
+F_n = -log Z is the free energy; at any other beta the same expectation is the derivative
+d/dbeta of -log Z(beta), which `slt.rlct` uses.
+
+Samplers are small functions `(problem, key, betas, *, num_warmup, num_samples, progress,
+**options) -> TemperedDraws`, one chain per entry of `betas`, registered in `SAMPLERS`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from slt.estimators.llc import trace_statistics
+from slt.problem import Problem
+from slt.samplers.nuts import sample_nuts
+
+__all__ = ["SAMPLERS", "TemperedDraws", "WBICResult", "wbic", "wbic_beta", "tempered_draws"]
+
+# R-hat above this earns a warning. Vehtari et al. (2021) ask for 1.01 before trusting final
+# results; beyond 1.05 chains visibly disagree about E_beta[n L_n].
+RHAT_WARNING = 1.05
+
+
+class TemperedDraws(NamedTuple):
+    """What a sampler returns: draws from pi_beta, one row per chain.
+
+    nll: (chain, draw) n L_n(w) = -sum_i log p(y_i | x_i, w) at each draw, over the full data.
+    betas: (chain,) the inverse temperature of each chain.
+    positions: (chain, draw, dim) flat unconstrained draws, or None when not kept.
+    sample_stats: per-draw diagnostics, each (chain, draw); "diverging" (bool) when the
+      sampler can diverge.
+    compile_time, run_time: seconds.
+    """
+
+    nll: np.ndarray
+    betas: np.ndarray
+    positions: np.ndarray | None
+    sample_stats: dict
+    compile_time: float
+    run_time: float
+
+    def select(self, chains: np.ndarray) -> TemperedDraws:
+        """The draws of the chains in `chains` (indices or a boolean mask)."""
+        return self._replace(
+            nll=self.nll[chains],
+            betas=self.betas[chains],
+            positions=None if self.positions is None else self.positions[chains],
+            sample_stats={name: value[chains] for name, value in self.sample_stats.items()},
+        )
+
+
+def _nuts(problem, key, betas, *, num_warmup, num_samples, progress, **options) -> TemperedDraws:
+    """NumPyro NUTS on pi_beta (`slt.samplers.nuts.sample_nuts`; options go to it)."""
+    draws = sample_nuts(
+        problem, key, betas, num_warmup=num_warmup, num_samples=num_samples, progress=progress,
+        **options,
+    )
+    return TemperedDraws(
+        nll=draws.nll,
+        betas=draws.betas,
+        positions=draws.positions,
+        sample_stats={
+            "diverging": draws.diverging,
+            "n_steps": draws.num_steps,
+            "acceptance_rate": draws.accept_prob,
+        },
+        compile_time=draws.compile_time,
+        run_time=draws.run_time,
+    )
+
+
+SAMPLERS: dict[str, Callable[..., TemperedDraws]] = {"nuts": _nuts}
+
+
+def wbic_beta(n: int) -> float:
+    """Watanabe's inverse temperature beta = 1 / log n (n >= 2)."""
+    if n < 2:
+        raise ValueError(f"beta = 1 / log n needs n >= 2, got n = {n}")
+    return 1.0 / float(np.log(n))
+
+
+def tempered_draws(
+    problem: Problem,
+    key: jax.Array,
+    betas,
+    *,
+    sampler: str = "nuts",
+    num_warmup: int = 1000,
+    num_samples: int = 1000,
+    progress: bool = True,
+    **options,
+) -> TemperedDraws:
+    """Draws from pi_beta with the named sampler, one chain per entry of `betas`.
+
+    Raises:
+      ValueError: an unknown sampler (the message lists the available ones).
+    """
+    if sampler not in SAMPLERS:
+        raise ValueError(f"unknown sampler {sampler!r}; available: {', '.join(sorted(SAMPLERS))}")
+    return SAMPLERS[sampler](
+        problem, key, np.asarray(betas, dtype=np.float64), num_warmup=num_warmup,
+        num_samples=num_samples, progress=progress, **options,
+    )
+
+
+@dataclass(frozen=True)
+class WBICResult:
+    """E_beta[n L_n] with its Monte Carlo standard error and the sampler's diagnostics.
+
+    Attributes:
+      wbic: E_beta[n L_n(w)], the mean of n L_n over all draws (on the free-energy scale).
+      std_error: sd(n L_n) / sqrt(ESS), ESS the bulk effective sample size of the n L_n draws.
+      beta: the inverse temperature; n: the number of examples; sampler: its name.
+      nll: (chain, draw) n L_n at each draw.
+      ess, rhat: bulk ESS and rank-normalised R-hat of the n L_n draws (ArviZ). Label
+        switching between chains does not move them: n L_n is invariant under relabelling.
+      num_divergences: divergent transitions after warm-up (NUTS).
+      compile_time, run_time: seconds.
+      inference_data: ArviZ InferenceData: "posterior" (constrained values of every site, when
+        the sampler keeps positions) and "sample_stats" (nll and the sampler's diagnostics).
+        The tempered draws carry no "log_likelihood" group: LOO on them would be meaningless.
+      warnings: plain-language diagnostics (also issued as Python warnings).
+    """
+
+    wbic: float
+    std_error: float
+    beta: float
+    n: int
+    sampler: str
+    nll: np.ndarray = field(repr=False)
+    ess: float
+    rhat: float
+    num_divergences: int
+    compile_time: float
+    run_time: float
+    inference_data: az.InferenceData = field(repr=False)
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def num_chains(self) -> int:
+        return self.nll.shape[0]
+
+    @property
+    def num_draws(self) -> int:
+        return self.nll.shape[1]
+
+    @property
+    def per_chain(self) -> np.ndarray:
+        """E_beta[n L_n] estimated by each chain alone."""
+        return self.nll.mean(axis=1)
+
+    def summary(self) -> pd.DataFrame:
+        """One-row table of the estimate and its diagnostics."""
+        return pd.DataFrame([{
+            "wbic": self.wbic, "se": self.std_error, "beta": self.beta, "n": self.n,
+            "sampler": self.sampler, "chains": self.num_chains, "draws": self.num_draws,
+            "ess": self.ess, "rhat": self.rhat, "divergences": self.num_divergences,
+            "run_s": self.run_time,
+        }])
+
+    def to_inference_data(self) -> az.InferenceData:
+        """The draws as ArviZ InferenceData (see `inference_data`)."""
+        return self.inference_data
+
+    def plot(self, **kwargs):
+        """Trace of n L_n per chain and its histogram, with the estimate ± 2 se."""
+        from slt.plots.evidence import plot_wbic
+
+        return plot_wbic(self, **kwargs)
+
+    def __repr__(self) -> str:
+        flags = f", {len(self.warnings)} warning(s)" if self.warnings else ""
+        return (
+            f"WBICResult(wbic={self.wbic:.6g} ± {self.std_error:.2g}, beta={self.beta:.4g}, "
+            f"sampler={self.sampler!r}, chains={self.num_chains}, draws={self.num_draws}, "
+            f"rhat={self.rhat:.3f}, divergences={self.num_divergences}{flags})"
+        )
+
+
+def wbic(
+    problem: Problem,
+    key: jax.Array,
+    *,
+    sampler: str = "nuts",
+    beta: float | None = None,
+    num_chains: int = 4,
+    num_warmup: int = 1000,
+    num_samples: int = 1000,
+    progress: bool = True,
+    **sampler_options,
+) -> WBICResult:
+    """WBIC = E_beta[n L_n(w)] at beta = 1 / log n (or any beta), with a standard error.
+
+    The tempered posterior pi_beta(w) ∝ exp(-beta n L_n(w)) prior(w) is sampled with the
+    model's own prior in unconstrained coordinates; only the likelihood is tempered.
+
+    Args:
+      problem: model and data with a proper prior; n >= 2 when beta is not given.
+      key: PRNG key.
+      sampler: "nuts" (NumPyro NUTS, `slt.samplers.nuts.sample_nuts`); see `SAMPLERS`.
+      beta: inverse temperature > 0; default 1 / log n.
+      num_chains: independent chains (four give a useful R-hat).
+      num_warmup: warm-up steps per chain (discarded); num_samples: draws kept per chain.
+      progress: show a progress bar.
+      **sampler_options: passed to the sampler (NUTS: init, dense_mass, target_accept_prob,
+        max_tree_depth, chunk_size).
+
+    Returns:
+      A `WBICResult`; compare `result.wbic` with other free-energy estimates (lower is
+      better).
+
+    Raises:
+      ValueError: unknown sampler (the message lists them), beta <= 0, num_chains < 1, no
+        proper prior.
+
+    Example:
+      >>> result = slt.wbic(problem, jax.random.key(0))
+      >>> result.wbic, result.std_error, result.rhat
+
+    References:
+      Watanabe, "A widely applicable Bayesian information criterion", JMLR 14:867–897, 2013.
+    """
+    beta = wbic_beta(problem.n) if beta is None else float(beta)
+    if not (np.isfinite(beta) and beta > 0):
+        raise ValueError(f"beta must be a finite number > 0, got {beta}")
+    if int(num_chains) < 1:
+        raise ValueError(f"num_chains must be >= 1, got {num_chains}")
+    draws = tempered_draws(
+        problem, key, np.full(int(num_chains), beta), sampler=sampler, num_warmup=num_warmup,
+        num_samples=num_samples, progress=progress, **sampler_options,
+    )
+    return summarise_draws(problem, draws, sampler=sampler)
+
+
+def summarise_draws(problem: Problem, draws: TemperedDraws, *, sampler: str) -> WBICResult:
+    """A `WBICResult` from draws whose chains all share one beta."""
+    beta = float(draws.betas[0])
+    nll = np.asarray(draws.nll, dtype=np.float64)
+    if not np.all(np.isfinite(nll)):
+        raise FloatingPointError(
+            f"n L_n is not finite at {int(np.sum(~np.isfinite(nll)))} draw(s): the sampler left "
+            f"the region where the model is defined"
+        )
+    mean, std_error, ess, rhat = trace_statistics(nll)
+    divergences = int(np.sum(draws.sample_stats.get("diverging", 0)))
+    messages = []
+    if divergences:
+        messages.append(
+            f"{divergences} divergent transition(s) ({divergences / nll.size:.1%} of draws) at "
+            f"beta={beta:.4g}: the estimate may be biased; raise target_accept_prob"
+        )
+    if rhat > RHAT_WARNING:
+        messages.append(
+            f"R-hat of n L_n is {rhat:.3f} > {RHAT_WARNING} at beta={beta:.4g}: chains disagree; "
+            f"run longer"
+        )
+    for message in messages:
+        warnings.warn(message, stacklevel=3)
+    return WBICResult(
+        wbic=mean, std_error=std_error, beta=beta, n=problem.n, sampler=sampler, nll=nll,
+        ess=ess, rhat=rhat, num_divergences=divergences, compile_time=draws.compile_time,
+        run_time=draws.run_time, inference_data=draws_inference_data(problem, draws),
+        warnings=tuple(messages),
+    )
+
+
+def draws_inference_data(
+    problem: Problem, draws: TemperedDraws, log_likelihood: dict | None = None
+) -> az.InferenceData:
+    """ArviZ InferenceData of draws: "posterior" (constrained values, when positions exist),
+    "sample_stats" (nll, beta and the sampler's diagnostics) and, if given, "log_likelihood"
+    (a dict of (chain, draw, n) arrays; give it only for untempered draws)."""
+    chains, num_draws = draws.nll.shape
+    sample_stats = {"nll": draws.nll, "beta": np.repeat(draws.betas[:, None], num_draws, 1)}
+    sample_stats.update(draws.sample_stats)
+    groups = {"sample_stats": sample_stats}
+    if draws.positions is not None:
+        flat = jnp.asarray(draws.positions).reshape(chains * num_draws, problem.dim)
+        values = jax.vmap(lambda row: problem.constrain(problem.unravel(row)))(flat)
+        groups["posterior"] = {
+            _leaf_name(path): np.asarray(leaf).reshape(chains, num_draws, *leaf.shape[1:])
+            for path, leaf in jax.tree_util.tree_flatten_with_path(values)[0]
+        }
+    if log_likelihood is not None:
+        groups["log_likelihood"] = log_likelihood
+    return az.from_dict(**groups)
+
+
+def _leaf_name(path) -> str:
+    """A site name from a pytree path: "w" for {"w": ...}, "layers.0.kernel" when nested."""
+    parts = []
+    for entry in path:
+        for attribute in ("key", "idx", "name"):
+            if hasattr(entry, attribute):
+                parts.append(str(getattr(entry, attribute)))
+                break
+    return ".".join(parts) or "params"

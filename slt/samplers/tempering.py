@@ -1,0 +1,392 @@
+"""Adaptive tempered SMC from the prior (beta = 0) to the posterior (beta = 1), with log Z(beta).
+
+The tempered posteriors pi_beta(w) ∝ exp(beta l(w)) prior(w), l(w) = sum_i log p(y_i | x_i, w),
+are bridged by a ladder 0 = beta_0 < beta_1 < ... < beta_K = 1 chosen on the fly: from beta_k the
+next inverse temperature is the largest beta_{k+1} <= 1 at which the importance weights
+exp((beta_{k+1} - beta_k) l(w_j)) of the N particles keep an effective sample size of at least
+`target_ess` * N (found by bisection). Each stage
+
+1. multiplies the evidence estimate by the mean weight, Z(beta_{k+1}) / Z(beta_k) ≈
+   (1/N) sum_j exp((beta_{k+1} - beta_k) l(w_j));
+2. resamples the particles in proportion to their weights (systematic resampling);
+3. moves every particle with `num_mcmc_steps` steps of HMC targeting pi_{beta_{k+1}}
+   (`num_leapfrog` leapfrog steps, mass matrix the inverse of the particle covariance, step
+   size jittered by ±20% per particle and adapted between stages towards an acceptance rate
+   of `target_acceptance`).
+
+The particles start as exact draws from the prior (beta = 0 needs no MCMC). Because the ladder is
+set by the ESS, not by a fixed schedule, a diffuse prior costs only more stages: the first
+increment may be 1e-14. DESIGN.md: a target ESS of 0.9–0.95 is needed; with 0.5, multimodal
+posteriors come out wrong by up to a nat whatever the particle count, because mode weights
+are carried only by the reweighting. Several independent copies run side by side (`vmap`),
+each with its own ladder; a copy that reaches beta = 1 is frozen while the others finish.
+
+Every stage records E_beta[n L_n] and Var_beta[n L_n] over the moved particles, which
+thermodynamic integration uses (`slt.free_energy(method="ti")`).
+
+References:
+  Del Moral, Doucet & Jasra, "Sequential Monte Carlo samplers", JRSS-B 68:411–436, 2006;
+  Jasra, Stephens, Doucet & Tsagaris, "Inference for Lévy-driven stochastic volatility models
+  via adaptive sequential Monte Carlo", Scand. J. Stat. 38:1–22, 2011 (ESS-adaptive ladder);
+  Buchholz, Chopin & Jacob, "Adaptive tuning of Hamiltonian Monte Carlo within sequential
+  Monte Carlo", Bayesian Analysis 16:745–771, 2021 (HMC moves, covariance preconditioning).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import logsumexp
+from numpyro import handlers
+from tqdm.auto import tqdm
+
+from slt.problem import Problem
+from slt.samplers.nuts import nll_of_draws
+
+__all__ = ["SMCRun", "sample_prior", "tempered_smc"]
+
+# Bisection steps for the next inverse temperature: 2^-100 of the remaining interval resolves
+# increments down to 1e-30, below any first step from a diffuse prior.
+_BISECTION_STEPS = 100
+# The step size moves by the factor exp(acceptance - target) per stage, kept within this range.
+_STEP_SIZE_RANGE = (1e-4, 2.0)
+
+
+class SMCRun(NamedTuple):
+    """What `tempered_smc` records, one row per copy and one column per stage (NaN-padded).
+
+    log_evidence: (copy,) log Z estimate of each copy.
+    betas: (copy, stage) the ladder, from beta_0 = 0 to 1.
+    log_evidence_path: (copy, stage) log Z(beta_k) accumulated along the ladder.
+    mean_nll, var_nll: (copy, stage) E_beta[n L_n] and Var_beta[n L_n] over the particles.
+    acceptance: (copy, stage) mean HMC acceptance of the moves (NaN at stage 0).
+    step_size: (copy, stage) the HMC step size used (in whitened units).
+    num_stages: (copy,) number of tempering stages (ladder length - 1).
+    particles: (copy, particle, dim) final particles (flat, unconstrained): posterior draws.
+    compile_time, run_time: seconds.
+    """
+
+    log_evidence: np.ndarray
+    betas: np.ndarray
+    log_evidence_path: np.ndarray
+    mean_nll: np.ndarray
+    var_nll: np.ndarray
+    acceptance: np.ndarray
+    step_size: np.ndarray
+    num_stages: np.ndarray
+    particles: np.ndarray
+    compile_time: float
+    run_time: float
+
+
+class _State(NamedTuple):
+    """One copy's particle system (a leading copy axis when batched)."""
+
+    position: jax.Array  # (N, d)
+    loglik: jax.Array  # (N,)
+    beta: jax.Array
+    log_evidence: jax.Array
+    step_size: jax.Array
+
+
+class _Config(NamedTuple):
+    """Everything that changes the compiled program."""
+
+    problem: Problem
+    num_particles: int
+    num_copies: int
+    target_ess: float
+    num_mcmc_steps: int
+    num_leapfrog: int
+    target_acceptance: float
+
+
+def sample_prior(problem: Problem, key: jax.Array, num: int) -> jax.Array:
+    """`num` exact draws from a NumPyro model's prior, flat and unconstrained, shape (num, d).
+
+    Each draw runs the model under `handlers.seed` and reads its latent sites.
+    """
+    if problem.model is None:
+        raise ValueError(
+            "sampling the prior needs a NumPyro model; for Problem.from_loss pass "
+            "prior_sampler=(key, num) -> flat draws of shape (num, dim)"
+        )
+
+    def one(k):
+        model = handlers.seed(problem.model, k)
+        trace = handlers.trace(model).get_trace(**problem.data, **problem.model_kwargs)
+        values = {name: trace[name]["value"] for name in problem.site_names}
+        return problem.ravel(problem.unconstrain(values))
+
+    return jax.jit(jax.vmap(one))(jax.random.split(key, num))
+
+
+def _next_increment(loglik, remaining, target_ess):
+    """The largest delta <= remaining with ESS(exp(delta * loglik)) >= target_ess * N."""
+    size = loglik.shape[0]
+
+    def ess_fraction(delta):
+        log_weights = delta * loglik
+        return jnp.exp(2 * logsumexp(log_weights) - logsumexp(2 * log_weights)) / size
+
+    def bisect(_, bounds):
+        lo, hi = bounds
+        mid = 0.5 * (lo + hi)
+        ok = ess_fraction(mid) >= target_ess
+        return jnp.where(ok, mid, lo), jnp.where(ok, hi, mid)
+
+    lo, hi = jax.lax.fori_loop(
+        0, _BISECTION_STEPS, bisect, (jnp.zeros_like(remaining), remaining)
+    )
+    # lo stays 0 only if even the smallest step loses the target (particles with l = -inf,
+    # outside the likelihood's support): then take the smallest step, which drops them.
+    delta = jnp.where(lo > 0, lo, hi)
+    return jnp.where(ess_fraction(remaining) >= target_ess, remaining, delta)
+
+
+def _systematic_resample(key, log_weights):
+    """Ancestor indices by systematic resampling (one uniform, N evenly spaced points)."""
+    size = log_weights.shape[0]
+    weights = jnp.exp(log_weights - logsumexp(log_weights))
+    points = (jax.random.uniform(key, dtype=weights.dtype) + jnp.arange(size)) / size
+    return jnp.clip(jnp.searchsorted(jnp.cumsum(weights), points), 0, size - 1)
+
+
+def _stage_fn(config: _Config) -> Callable:
+    """One tempering stage of one copy: (state, key) -> (state, record)."""
+    problem = config.problem
+    size = config.num_particles
+
+    def log_target(flat, beta):
+        params = problem.unravel(flat)
+        loglik = jnp.sum(problem.loglik(params, problem.data))
+        value = beta * loglik + problem.log_prior(params)
+        return jnp.where(jnp.isnan(value), -jnp.inf, value), loglik
+
+    value_and_grad = jax.value_and_grad(log_target, has_aux=True)
+
+    def hmc_step(key, flat, beta, step_size, factor):
+        """One HMC transition in coordinates whitened by the particle covariance factor."""
+        momentum_key, jitter_key, accept_key = jax.random.split(key, 3)
+        step = step_size * jax.random.uniform(jitter_key, minval=0.8, maxval=1.2)
+        (value, loglik), grad = value_and_grad(flat, beta)
+        momentum = jax.random.normal(momentum_key, flat.shape, flat.dtype)
+
+        def leapfrog(carry, _):
+            x, v, _, _, g = carry
+            v = v + 0.5 * step * (factor.T @ g)
+            x = x + step * (factor @ v)
+            (new_value, new_loglik), g = value_and_grad(x, beta)
+            v = v + 0.5 * step * (factor.T @ g)
+            return (x, v, new_value, new_loglik, g), None
+
+        (x, v, new_value, new_loglik, _), _ = jax.lax.scan(
+            leapfrog, (flat, momentum, value, loglik, grad), None, length=config.num_leapfrog
+        )
+        log_ratio = (new_value - 0.5 * v @ v) - (value - 0.5 * momentum @ momentum)
+        log_ratio = jnp.where(jnp.isnan(log_ratio), -jnp.inf, log_ratio)
+        accept = jnp.log(jax.random.uniform(accept_key, dtype=flat.dtype)) < log_ratio
+        return (
+            jnp.where(accept, x, flat),
+            jnp.where(accept, new_loglik, loglik),
+            jnp.exp(jnp.minimum(log_ratio, 0.0)),
+        )
+
+    def move(key, position, beta, step_size):
+        center = position - position.mean(axis=0)
+        covariance = center.T @ center / size
+        jitter = 1e-10 * jnp.trace(covariance) / position.shape[1] + 1e-30
+        factor = jnp.linalg.cholesky(covariance + jitter * jnp.eye(position.shape[1]))
+
+        def sweep(position, step_key):
+            keys = jax.random.split(step_key, size)
+            position, loglik, acceptance = jax.vmap(
+                hmc_step, in_axes=(0, 0, None, None, None)
+            )(keys, position, beta, step_size, factor)
+            return position, (loglik, acceptance.mean())
+
+        position, (logliks, acceptance) = jax.lax.scan(
+            sweep, position, jax.random.split(key, config.num_mcmc_steps)
+        )
+        return position, logliks[-1], acceptance.mean()
+
+    def stage(state: _State, key):
+        active = state.beta < 1.0
+        loglik = jnp.where(jnp.isnan(state.loglik), -jnp.inf, state.loglik)
+        delta = _next_increment(loglik, 1.0 - state.beta, config.target_ess)
+        beta = jnp.where(delta >= 1.0 - state.beta, 1.0, state.beta + delta)
+        log_weights = jnp.where(jnp.isneginf(loglik), -jnp.inf, delta * loglik)
+        log_increment = logsumexp(log_weights) - jnp.log(size)
+        resample_key, move_key = jax.random.split(key)
+        ancestors = _systematic_resample(resample_key, log_weights)
+        position, loglik, acceptance = move(
+            move_key, state.position[ancestors], beta, state.step_size
+        )
+        step_size = jnp.clip(
+            state.step_size * jnp.exp(acceptance - config.target_acceptance), *_STEP_SIZE_RANGE
+        )
+        new = _State(position, loglik, beta, state.log_evidence + log_increment, step_size)
+        new = jax.tree_util.tree_map(lambda a, b: jnp.where(active, a, b), new, state)
+        record = (
+            jnp.where(active, beta, jnp.nan),
+            jnp.where(active, new.log_evidence, jnp.nan),
+            jnp.where(active, -jnp.mean(loglik), jnp.nan),
+            jnp.where(active, jnp.var(loglik), jnp.nan),
+            jnp.where(active, acceptance, jnp.nan),
+            jnp.where(active, state.step_size, jnp.nan),
+        )
+        return new, record
+
+    return stage
+
+
+_TRACE_COUNT = [0]  # how many times a stage program was traced (tests check it stays at one)
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled_stage(config: _Config):
+    """The stage of every copy, vmapped and compiled once per configuration, and the seconds
+    compilation took."""
+    stage = _stage_fn(config)
+
+    def all_copies(state, key):
+        _TRACE_COUNT[0] += 1
+        return jax.vmap(stage)(state, jax.random.split(key, config.num_copies))
+
+    copies, size, dim = config.num_copies, config.num_particles, config.problem.dim
+    dtype = config.problem.dtype
+    state = _State(
+        position=jax.ShapeDtypeStruct((copies, size, dim), dtype),
+        loglik=jax.ShapeDtypeStruct((copies, size), dtype),
+        beta=jax.ShapeDtypeStruct((copies,), dtype),
+        log_evidence=jax.ShapeDtypeStruct((copies,), dtype),
+        step_size=jax.ShapeDtypeStruct((copies,), dtype),
+    )
+    start = time.perf_counter()
+    compiled = jax.jit(all_copies).lower(state, jax.random.key(0)).compile()
+    return compiled, time.perf_counter() - start
+
+
+def tempered_smc(
+    problem: Problem,
+    key: jax.Array,
+    *,
+    num_particles: int = 1000,
+    num_copies: int = 4,
+    target_ess: float = 0.95,
+    num_mcmc_steps: int = 2,
+    num_leapfrog: int = 5,
+    initial_step_size: float = 0.5,
+    target_acceptance: float = 0.75,
+    prior_sampler: Callable[[jax.Array, int], jax.Array] | None = None,
+    max_stages: int = 5000,
+    progress: bool = True,
+) -> SMCRun:
+    """Run `num_copies` independent adaptive tempered SMC samplers from prior to posterior.
+
+    Args:
+      problem: model and data with a proper prior.
+      key: PRNG key.
+      num_particles: particles N per copy.
+      num_copies: independent copies (their spread is the standard error of log Z).
+      target_ess: ESS fraction kept between successive temperatures (0.9–0.95, DESIGN.md).
+      num_mcmc_steps: HMC transitions per particle per stage.
+      num_leapfrog: leapfrog steps per HMC transition. The defaults (2 moves of 5 steps) were
+        measured against (3, 8) on conjugate regression (16 copies): per-copy sd of log Z
+        0.053 against 0.046 nats at 40% of the cost. The variance floor is set by the
+        particles and the number of stages (about sum_k chi^2_k / N), not by the moves, so
+        particles buy more accuracy than moves, above all for multimodal posteriors.
+      initial_step_size: HMC step size at the first stage, in units of the particle spread.
+      target_acceptance: acceptance rate the step size is steered towards.
+      prior_sampler: `(key, num) -> (num, dim)` flat unconstrained prior draws; default
+        `sample_prior` (NumPyro models). Needed for `Problem.from_loss`.
+      max_stages: stop with an error after this many stages.
+      progress: show the smallest beta reached as a progress bar.
+
+    Returns:
+      An `SMCRun`.
+
+    Raises:
+      ValueError: bad arguments, no proper prior, or every prior draw has l(w) = -inf.
+      RuntimeError: beta = 1 not reached within max_stages.
+    """
+    _validate(problem, num_particles, num_copies, target_ess, num_mcmc_steps, num_leapfrog)
+    config = _Config(
+        problem, int(num_particles), int(num_copies), float(target_ess), int(num_mcmc_steps),
+        int(num_leapfrog), float(target_acceptance),
+    )
+    if not jnp.issubdtype(key.dtype, jax.dtypes.prng_key):  # a legacy uint32 key
+        key = jax.random.wrap_key_data(key)
+    prior_key, run_key = jax.random.split(key)
+    sampler = prior_sampler or functools.partial(sample_prior, problem)
+    draws = jnp.asarray(
+        sampler(prior_key, config.num_copies * config.num_particles), problem.dtype
+    )
+    draws = draws.reshape(config.num_copies, config.num_particles, problem.dim)
+    loglik = -nll_of_draws(problem, draws)
+    loglik = jnp.where(jnp.isnan(loglik), -jnp.inf, loglik)
+    if not np.any(np.isfinite(np.asarray(loglik))):
+        raise ValueError("the log-likelihood is -inf or NaN at every prior draw")
+    dtype = draws.dtype
+    state = _State(
+        position=draws,
+        loglik=loglik,
+        beta=jnp.zeros(config.num_copies, dtype),
+        log_evidence=jnp.zeros(config.num_copies, dtype),
+        step_size=jnp.full(config.num_copies, initial_step_size, dtype),
+    )
+    finite = jnp.where(jnp.isfinite(loglik), loglik, jnp.nan)
+    records = [(
+        jnp.zeros(config.num_copies), jnp.zeros(config.num_copies),
+        -jnp.nanmean(finite, axis=1), jnp.nanvar(finite, axis=1),
+        jnp.full(config.num_copies, jnp.nan), jnp.full(config.num_copies, jnp.nan),
+    )]
+    misses = _compiled_stage.cache_info().misses
+    stage, compile_time = _compiled_stage(config)
+    if _compiled_stage.cache_info().misses == misses:
+        compile_time = 0.0
+    start = time.perf_counter()
+    with tqdm(total=1.0, desc="tempering (min beta)", disable=not progress, leave=False) as bar:
+        for index in range(max_stages):
+            state, record = stage(state, jax.random.fold_in(run_key, index))
+            records.append(record)
+            lowest = float(jnp.min(state.beta))
+            bar.update(lowest - bar.n)
+            if lowest >= 1.0:
+                break
+        else:
+            raise RuntimeError(
+                f"beta = 1 not reached in {max_stages} stages (lowest beta {lowest:.3g}); "
+                f"lower target_ess or raise max_stages"
+            )
+    columns = [np.stack([np.asarray(r[i], np.float64) for r in records], axis=1) for i in range(6)]
+    betas, path, mean_nll, var_nll, acceptance, step_size = columns
+    return SMCRun(
+        log_evidence=np.asarray(state.log_evidence, np.float64),
+        betas=betas, log_evidence_path=path, mean_nll=mean_nll, var_nll=var_nll,
+        acceptance=acceptance, step_size=step_size,
+        num_stages=np.sum(np.isfinite(betas), axis=1) - 1,
+        particles=np.asarray(state.position),
+        compile_time=compile_time, run_time=time.perf_counter() - start,
+    )
+
+
+def _validate(problem, num_particles, num_copies, target_ess, num_mcmc_steps, num_leapfrog):
+    if not isinstance(problem, Problem):
+        raise ValueError(f"problem must be an slt.Problem, got {type(problem).__name__}")
+    if not problem.has_prior:
+        raise ValueError("tempering from the prior needs a proper prior (log_prior= in from_loss)")
+    if int(num_particles) < 2 or int(num_copies) < 1:
+        raise ValueError(
+            f"num_particles must be >= 2 and num_copies >= 1, got {num_particles}, {num_copies}"
+        )
+    if not 0 < target_ess < 1:
+        raise ValueError(f"target_ess must be in (0, 1), got {target_ess}")
+    if int(num_mcmc_steps) < 1 or int(num_leapfrog) < 1:
+        raise ValueError("num_mcmc_steps and num_leapfrog must be >= 1")

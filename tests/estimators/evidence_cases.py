@@ -1,0 +1,57 @@
+"""Problems with exact log evidences (TRUTH.md), built once per session.
+
+Compiled samplers are cached per Problem object, so the test modules share these instances.
+"""
+
+import functools
+from types import SimpleNamespace
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from slt import fit_map, models, truth
+
+
+@functools.cache
+def conjugate_regression():
+    """y = x w + eps, d = 3, n = 200, noise sd 0.5, w ~ N(0, I/2): exact log Z and E_beta."""
+    noise, precision = 0.5, 2.0
+    spec = models.linear_regression(3, noise_scale=noise, prior_precision=precision)
+    data = spec.simulate(jax.random.key(1), {"w": jnp.array([1.0, -0.5, 0.0])}, 200)
+    X, y = np.asarray(data["x"]), np.asarray(data["y"])
+    return SimpleNamespace(
+        problem=spec.problem(data),
+        log_evidence=truth.linear_regression_log_evidence(X, y, noise, precision),
+        expected_nll=lambda beta: truth.linear_regression_tempered_expected_nll(
+            X, y, noise, precision, beta
+        ),
+    )
+
+
+@functools.cache
+def product_model():
+    """y = a b x + eps, a, b ~ N(0, 1), n = 1000, truth ab = 0: log Z by quadrature."""
+    spec = models.product_model()
+    data = spec.simulate(jax.random.key(2), {"w": jnp.zeros(2)}, 1000)
+    x, y = np.asarray(data["x"]), np.asarray(data["y"])
+    return SimpleNamespace(
+        problem=spec.problem(data), log_evidence=truth.product_model_log_evidence(x, y)
+    )
+
+
+@functools.cache
+def two_component_mixture():
+    """(1 - a) N(0, 1) + a N(b, 1), a ~ U(0, 1), b ~ N(0, 1), n = 300, truth N(0, 1)."""
+    spec = models.two_component_mixture()
+    data = spec.simulate(jax.random.key(3), {"a": 0.0, "b": 0.0}, 300)
+    return SimpleNamespace(
+        problem=spec.problem(data),
+        log_evidence=truth.two_component_mixture_log_evidence(np.asarray(data["y"])),
+    )
+
+
+@functools.cache
+def regression_fit(prior: bool):
+    """The MAP (prior=True) or the MLE of `conjugate_regression()`."""
+    return fit_map(conjugate_regression().problem, jax.random.key(0), prior=prior)

@@ -1,0 +1,63 @@
+"""lambda from temperatures: regular and singular models, the regression, the BIC beside it."""
+
+import jax
+import matplotlib
+import numpy as np
+import pytest
+
+from slt.estimators import rlct
+from slt.estimators.rlct import _regression
+
+from .evidence_cases import conjugate_regression, product_model, regression_fit
+
+matplotlib.use("Agg")
+
+
+def test_regular_model_gives_half_d():
+    """Four temperatures, one chain each: the configuration of test_wbic (compiled once)."""
+    case = conjugate_regression()
+    fit = regression_fit(prior=False)
+    result = rlct(case.problem, jax.random.key(1), fit=fit, multipliers=(0.5, 1, 2, 4),
+                  num_chains=1, progress=False)
+    assert abs(result.rlct - 1.5) < 4 * result.std_error
+    assert abs(result.two_temperature - 1.5) < 4 * result.two_temperature_se
+    assert abs(result.multiplicity - 1.0) < 4 * result.multiplicity_se
+    # each E_beta[n L_n] against the closed form
+    for beta, mean, se in zip(result.betas, result.expected_nll, result.expected_nll_se,
+                              strict=True):
+        assert abs(mean - case.expected_nll(beta)) < 4 * se
+    log_n = np.log(case.problem.n)
+    assert result.singular_bic == pytest.approx(-fit.loglik + result.rlct * log_n)
+    assert result.bic == pytest.approx(-fit.loglik + 1.5 * log_n)
+    assert result.wbic().beta == pytest.approx(1 / log_n)
+    assert len(result.summary()) == 4 and "RLCTResult" in repr(result)
+    assert result.plot() is not None
+
+
+def test_regression_recovers_known_coefficients():
+    n, betas = 1000, np.array([0.05, 0.1, 0.2, 0.4, 0.8])
+    exact = 1400 + 0.5 / betas - 1.0 / (betas * np.log(n * betas))
+    coefficients, covariance = _regression(betas, exact, np.full(5, 0.1), n, True)
+    np.testing.assert_allclose(coefficients, [1400, 0.5, 1.0], rtol=1e-9)
+    assert np.all(np.diag(covariance) > 0)
+    slope, _ = _regression(betas, 1400 + 0.5 / betas, np.full(5, 0.1), n, False)
+    np.testing.assert_allclose(slope, [1400, 0.5], rtol=1e-9)
+
+
+@pytest.mark.slow
+def test_product_model_lambda_within_thirty_percent_of_a_half():
+    """Truth ab = 0 (lambda = 1/2, m = 2) at n = 1000. The multiplicity term matters: with exact
+    expectations the two-temperature estimator gives 0.33 here, the three-term fit 0.44."""
+    case = product_model()
+    result = rlct(case.problem, jax.random.key(3), multipliers=np.geomspace(0.25, 4, 9),
+                  num_samples=4000, target_accept_prob=0.95, progress=False)
+    assert abs(result.rlct - 0.5) < 0.3 * 0.5
+    assert result.std_error < 0.06
+
+
+def test_bad_input():
+    problem = conjugate_regression().problem
+    with pytest.raises(ValueError, match="at least 3 distinct"):
+        rlct(problem, jax.random.key(0), multipliers=(1.0, 2.0))
+    with pytest.raises(ValueError, match="n beta > e"):
+        rlct(problem, jax.random.key(0), betas=(0.001, 0.1, 1.0))

@@ -1,0 +1,63 @@
+"""NUTS at per-chain inverse temperatures: correctness against closed forms, one compile.
+
+The problem and the configuration (4 chains, 1000 warm-up steps, 1000 draws) are those of
+tests/estimators/test_wbic.py, so the compiled program is shared.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from estimators.evidence_cases import conjugate_regression
+
+from slt.samplers import nuts
+from slt.samplers.nuts import nll_of_draws, pointwise_loglik_of_draws, sample_nuts
+
+
+def test_chains_at_different_temperatures_hit_their_own_expectations():
+    case = conjugate_regression()
+    betas = np.array([0.0, 0.05, 0.2, 1.0])  # beta = 0 samples the prior
+    draws = sample_nuts(case.problem, jax.random.key(1), betas, progress=False)
+    assert draws.positions.shape == (4, 1000, 3) and draws.nll.shape == (4, 1000)
+    for chain, beta in enumerate(betas):
+        nll = draws.nll[chain]
+        # one chain: standard error from its spread with a conservative ESS of a quarter
+        se = nll.std() / np.sqrt(nll.size / 4)
+        assert abs(nll.mean() - case.expected_nll(beta)) < 4 * se, beta
+    assert not draws.diverging.any()
+
+
+def test_the_program_compiles_once_per_configuration():
+    problem = conjugate_regression().problem
+    betas = np.full(4, 0.5)
+    misses = nuts._compiled.cache_info().misses
+    first = sample_nuts(problem, jax.random.key(2), betas, progress=False)
+    second = sample_nuts(problem, jax.random.key(3), betas, progress=False)
+    assert nuts._compiled.cache_info().misses - misses <= 1
+    assert second.compile_time == 0.0
+    assert not np.array_equal(first.nll, second.nll)
+    again = sample_nuts(problem, jax.random.key(2), betas, progress=False)
+    np.testing.assert_array_equal(first.nll, again.nll)  # same key, same draws
+
+
+def test_draw_evaluations_match_the_problem():
+    problem = conjugate_regression().problem
+    draws = jax.random.normal(jax.random.key(4), (3, 5, problem.dim))
+    nll = nll_of_draws(problem, draws, batch_size=4)
+    pointwise = pointwise_loglik_of_draws(problem, draws, batch_size=4)
+    assert nll.shape == (3, 5) and pointwise.shape == (3, 5, problem.n)
+    direct = -jnp.sum(problem.loglik(problem.unravel(draws[1, 2]), problem.data))
+    np.testing.assert_allclose(nll[1, 2], direct, rtol=1e-12)
+    np.testing.assert_allclose(-pointwise.sum(-1), nll, rtol=1e-12)
+
+
+def test_bad_input():
+    problem = conjugate_regression().problem
+    with pytest.raises(ValueError, match="betas is empty"):
+        sample_nuts(problem, jax.random.key(0), [])
+    with pytest.raises(ValueError, match=">= 0"):
+        sample_nuts(problem, jax.random.key(0), [-1.0])
+    with pytest.raises(ValueError, match="num_samples"):
+        sample_nuts(problem, jax.random.key(0), [1.0], num_samples=0)
+    with pytest.raises(ValueError, match="not finite at the starting point"):
+        sample_nuts(problem, jax.random.key(0), [1.0], init={"w": jnp.full(3, jnp.nan)})
