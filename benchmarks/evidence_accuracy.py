@@ -8,6 +8,7 @@ estimator runs with its defaults; times include compilation.
 
 from __future__ import annotations
 
+import re
 import time
 import warnings
 from collections.abc import Callable
@@ -46,12 +47,13 @@ def _problems(key):
 
 
 def _timed(function: Callable, *args, **kwargs):
-    """(result, seconds, the estimator's diagnostic warnings, shortened)."""
+    """(result, seconds, the estimator's diagnostic warnings with their numbers elided)."""
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = function(*args, **kwargs)
-    flags = "; ".join(sorted({str(w.message).split(":")[0] for w in caught}))
+    kinds = {re.sub(r"[0-9][0-9.e+-]*", "#", str(w.message).split(":")[0]) for w in caught}
+    flags = f"{len(caught)} warning(s): " + "; ".join(sorted(kinds)) if caught else ""
     return result, time.perf_counter() - start, flags
 
 

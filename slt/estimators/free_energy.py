@@ -14,14 +14,21 @@ draws):
 The estimate is the mean over copies and its standard error the copies' standard deviation
 over sqrt(num_copies) (2–4 copies, DESIGN.md).
 
-Accuracy with the defaults (1000 particles, 4 copies, target ESS 0.95, 3 HMC moves of 8
-leapfrog steps per stage), measured on the problems of tests/estimators/test_free_energy.py
-(fixed keys; benchmarks/evidence_accuracy.py repeats them):
+Accuracy with the defaults (1000 particles, 4 copies, target ESS 0.95, 2 HMC moves of 5
+leapfrog steps per stage), measured against exact answers (tests/estimators/test_free_energy.py
+and benchmarks/evidence_accuracy.py, fixed keys):
 
-* conjugate linear regression (d = 3, n = 200): within 0.05 nats of the exact log Z;
-* product model y = abx + eps, n = 1000, truth ab = 0: within 0.1 nats of the quadrature;
-* two-component mixture (1 - a) N(0, 1) + a N(b, 1), n = 500, truth N(0, 1): within 0.1 nats
-  of the 2-D quadrature.
+* conjugate linear regression (d = 3, n = 200): error 0.05 nats (standard error 0.03); over
+  16 copies the per-copy standard deviation is 0.053 nats and the mean error -0.02 ± 0.013;
+* product model y = abx + eps, n = 1000, truth ab = 0: error 0.02 nats (se 0.02); per-copy
+  standard deviation 0.042 nats over 16 copies;
+* two-component mixture (1 - a) N(0, 1) + a N(b, 1), n = 500, truth N(0, 1): error 0.004
+  nats (se 0.02);
+* three-component mixture, K = 3, n = 500 (six label modes): within 0.25 nats of Laplace
+  + log 3!, the standard errors 0.05–0.2 nats. Multimodal posteriors are the noisy case: more
+  particles reduce the spread.
+
+TI over the same ladder agrees with SMC to 0.02 nats on all of these.
 """
 
 from __future__ import annotations

@@ -1,6 +1,21 @@
-"""Samplers: SGLD (pure init/step functions) and the vectorised chain runner."""
+"""Samplers: SGLD (pure init/step functions) and the vectorised chain runner; NUTS at per-chain
+inverse temperatures; adaptive tempered SMC."""
 
 from slt.samplers.local_chains import ChainTrace, run_chains
+from slt.samplers.nuts import NUTSDraws, sample_nuts
 from slt.samplers.sgld import SGLD, SGLDState, mala_log_acceptance, sgld
+from slt.samplers.tempering import SMCRun, sample_prior, tempered_smc
 
-__all__ = ["SGLD", "ChainTrace", "SGLDState", "mala_log_acceptance", "run_chains", "sgld"]
+__all__ = [
+    "SGLD",
+    "ChainTrace",
+    "NUTSDraws",
+    "SGLDState",
+    "SMCRun",
+    "mala_log_acceptance",
+    "run_chains",
+    "sample_nuts",
+    "sample_prior",
+    "sgld",
+    "tempered_smc",
+]
