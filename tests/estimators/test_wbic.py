@@ -53,6 +53,27 @@ def test_any_beta_can_be_asked_for():
     assert abs(result.wbic - case.expected_nll(1.0)) < 4 * result.std_error
 
 
+def test_sgld_sampler_matches_the_closed_form_within_four_standard_errors():
+    """Minibatch SGLD with the automatic step size and step-size extrapolation."""
+    case = conjugate_regression()
+    result = wbic(case.problem, jax.random.key(3), sampler="sgld", num_warmup=1000,
+                  num_samples=2000, batch_size=64, progress=False)
+    exact = case.expected_nll(wbic_beta(case.problem.n))
+    assert result.sampler == "sgld" and result.nll.shape == (4, 2000)
+    assert abs(result.wbic - exact) < 4 * result.std_error
+    # a real Monte Carlo error, small against the d / (2 beta) = 8 nats being estimated
+    assert 0.1 < result.std_error < 1.5 and result.rhat < 1.05
+
+
+def test_sgld_sampler_rejects_a_bad_step_size_and_reports_divergence():
+    case = conjugate_regression()
+    with pytest.raises(ValueError, match="step_size"):
+        wbic(case.problem, jax.random.key(0), sampler="sgld", step_size=-1.0, progress=False)
+    with pytest.raises(FloatingPointError, match="try step_size"):
+        wbic(case.problem, jax.random.key(0), sampler="sgld", step_size=10.0, num_warmup=10,
+             num_samples=10, progress=False)
+
+
 def test_from_loss_problem_gives_the_same_answer():
     """A network trained elsewhere: Problem.from_loss with a log prior runs the same NUTS."""
     case = conjugate_regression()
