@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m slt.demo
+	$(VENV)/bin/slt demo
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -16,6 +16,7 @@ from benchmarks import (  # noqa: E402
     fit_accuracy,
     llc_accuracy,
     llc_speed,
+    natural_gradient,
     problem_overhead,
 )
 
@@ -26,6 +27,7 @@ SECTIONS = [
     llc_accuracy,
     evidence_accuracy,
     fisher_scan,
+    natural_gradient,
 ]
 
 

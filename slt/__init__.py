@@ -4,10 +4,12 @@ The public API, flat: `Problem` (model + data as pure JAX functions), `fit_map`,
 learning coefficient `llc` and its calibration `llc_calibrate`, evidence and model-class
 comparison (`bic`, `laplace`, `wbic`, `free_energy`, `rlct`, `compare`), Fisher geometry
 (`fisher_information`, `fisher_scan`, `kl_divergence`, `slt.geometry`), the model library
-`slt.models`, and the exact answers `slt.truth`.
+`slt.models`, the exact answers `slt.truth`, natural-gradient training
+(`natural_gradient_fit`), and the errors users meet: `InputError` (bad input, from
+`slt.validation`), `Interrupted` and `CheckpointError` (stopped and resumed runs).
 """
 
-from slt import geometry, models, truth
+from slt import geometry, models, truth, validation
 from slt.estimators import (
     BICResult,
     ComparisonResult,
@@ -26,10 +28,19 @@ from slt.estimators.llc import LLCResult, llc
 from slt.estimators.llc_calibration import CalibrationResult, llc_calibrate
 from slt.fit import FitResult, fit_map
 from slt.geometry import FisherResult, FisherScan, fisher_information, fisher_scan, kl_divergence
+from slt.natural_gradient import NaturalGradientResult, natural_gradient_fit
 from slt.problem import Problem
+from slt.samplers.checkpoint import CheckpointError, Interrupted
+from slt.validation import InputError
 
 __all__ = [
     "BICResult",
+    "CheckpointError",
+    "InputError",
+    "Interrupted",
+    "NaturalGradientResult",
+    "natural_gradient_fit",
+    "validation",
     "CalibrationResult",
     "ComparisonResult",
     "FreeEnergyResult",

@@ -13,12 +13,20 @@ import optax.tree_utils as otu
 import pandas as pd
 
 from slt.problem import Params, Problem
+from slt.results import Persistable
+from slt.validation import (
+    require_int,
+    require_key,
+    require_params,
+    require_positive,
+    require_problem,
+)
 
 __all__ = ["FitResult", "fit_map"]
 
 
 @dataclass(frozen=True)
-class FitResult:
+class FitResult(Persistable):
     """The best of several optimisation runs.
 
     Attributes:
@@ -118,33 +126,27 @@ def fit_map(
     Returns:
       A `FitResult`.
 
+    Raises:
+      InputError (a ValueError): problem not a Problem, key not a PRNG key, a count that is not
+        an integer in range, a rate or radius that is not finite and positive, an `init` that
+        does not fit the problem or is not finite.
+      FloatingPointError: every restart ended at a non-finite objective.
+
     Example:
       >>> fit = slt.fit_map(problem, jax.random.key(0))
       >>> fit.values["w"], fit.loglik, fit.num_agree
     """
-    if num_restarts < 1:
-        raise ValueError(f"num_restarts must be >= 1, got {num_restarts}")
-    if adam_steps < 0 or lbfgs_steps < 0:
-        raise ValueError("adam_steps and lbfgs_steps must be >= 0")
-    if not (init_radius > 0 and learning_rate > 0):
-        raise ValueError("init_radius and learning_rate must be > 0")
-
-    def evaluate(flat):
-        params = problem.unravel(flat)
-        return jnp.sum(problem.loglik(params, problem.data)), problem.log_prior(params)
-
-    def total_objective(flat):
-        loglik, log_prior = evaluate(flat)
-        return -(loglik + log_prior) if prior else -loglik
-
-    def per_example(flat):
-        value = total_objective(flat) / problem.n
-        return jnp.where(jnp.isfinite(value), value, jnp.inf)
-
-    def fit_one(x0):
-        flat = _adam_then_lbfgs(per_example, x0, adam_steps, learning_rate, lbfgs_steps, grad_tol)
-        loglik, log_prior = evaluate(flat)
-        return flat, loglik, log_prior, jnp.linalg.norm(jax.grad(total_objective)(flat))
+    require_problem(problem)
+    require_key(key)
+    num_restarts = require_int("num_restarts", num_restarts, minimum=1)
+    adam_steps = require_int("adam_steps", adam_steps, minimum=0)
+    lbfgs_steps = require_int("lbfgs_steps", lbfgs_steps, minimum=0)
+    init_radius = require_positive("init_radius", init_radius)
+    learning_rate = require_positive("learning_rate", learning_rate)
+    grad_tol = require_positive("grad_tol", grad_tol, allow_zero=True)
+    agree_tol = require_positive("agree_tol", agree_tol, allow_zero=True)
+    if init is not None:
+        require_params(problem, init, "init")
 
     starts = jax.vmap(lambda k: problem.ravel(problem.init(k, init_radius)))(
         jax.random.split(key, num_restarts)
@@ -152,7 +154,9 @@ def fit_map(
     if init is not None:
         starts = starts.at[0].set(problem.ravel(init).astype(starts.dtype))
     finals, logliks, log_priors, grad_norms = (
-        np.array(a) for a in jax.jit(jax.vmap(fit_one))(starts)
+        np.array(a)
+        for a in _restarts_program(problem, prior, adam_steps, learning_rate, lbfgs_steps,
+                                   grad_tol)(starts)
     )
     objectives = np.asarray(logliks + log_priors if prior else logliks, dtype=np.float64)
     objectives[~np.isfinite(objectives)] = np.nan
@@ -176,6 +180,40 @@ def fit_map(
         agree_tol=agree_tol,
         restart_objectives=objectives,
     )
+
+
+_PROGRAMS: dict = {}
+
+
+def _restarts_program(problem, prior, adam_steps, learning_rate, lbfgs_steps, grad_tol):
+    """The jitted fit of a batch of starting points for these settings, built once per
+    (problem, settings): repeated fits of one problem compile once (jit caches by shape).
+
+    Maps starts (restart, dim) to (final points, log-likelihoods, log priors, gradient norms of
+    the total objective)."""
+    signature = (problem, prior, adam_steps, learning_rate, lbfgs_steps, grad_tol)
+    if signature in _PROGRAMS:
+        return _PROGRAMS[signature]
+
+    def evaluate(flat):
+        params = problem.unravel(flat)
+        return jnp.sum(problem.loglik(params, problem.data)), problem.log_prior(params)
+
+    def total_objective(flat):
+        loglik, log_prior = evaluate(flat)
+        return -(loglik + log_prior) if prior else -loglik
+
+    def per_example(flat):
+        value = total_objective(flat) / problem.n
+        return jnp.where(jnp.isfinite(value), value, jnp.inf)
+
+    def fit_one(x0):
+        flat = _adam_then_lbfgs(per_example, x0, adam_steps, learning_rate, lbfgs_steps, grad_tol)
+        loglik, log_prior = evaluate(flat)
+        return flat, loglik, log_prior, jnp.linalg.norm(jax.grad(total_objective)(flat))
+
+    _PROGRAMS[signature] = jax.jit(jax.vmap(fit_one))
+    return _PROGRAMS[signature]
 
 
 def _adam_then_lbfgs(objective, x0, adam_steps, learning_rate, lbfgs_steps, grad_tol):

@@ -33,60 +33,34 @@ from numpyro import handlers
 from numpyro.distributions import biject_to
 from numpyro.distributions.distribution import validation_enabled
 
+from slt.validation import (
+    InputError,
+    call_naming_shapes,
+    require_callable,
+    require_data,
+    require_finite_tree,
+)
+
 Params = Any  # a pytree of arrays
 Batch = dict[str, jax.Array]
 
 __all__ = ["Problem"]
 
 
-def _validate_data(data: Mapping[str, Any], x64: bool | None) -> tuple[dict[str, jax.Array], int]:
-    """Check that `data` is a non-empty dict of finite arrays with one shared leading axis."""
-    if not isinstance(data, Mapping):
-        raise ValueError(f"data must be a dict of arrays, got {type(data).__name__}")
-    if not data:
-        raise ValueError("data is empty: give at least one array (e.g. {'y': y})")
+def _validate_data(data: Mapping[str, Any], x64: Any) -> tuple[dict[str, jax.Array], int]:
+    """Check `data` (`slt.validation.require_data`) and `x64`; store floats in the asked dtype."""
+    if x64 is not None and not isinstance(x64, bool):
+        raise InputError(f"x64 must be None, True or False, got {x64!r}")
     if x64 and not jax.config.jax_enable_x64:
-        raise ValueError(
+        raise InputError(
             "x64=True needs 64-bit JAX: call jax.config.update('jax_enable_x64', True) "
             "before building the Problem"
         )
-    arrays, lengths = {}, {}
-    for key, value in data.items():
-        array = np.asarray(value)
-        if array.ndim == 0:
-            raise ValueError(f"data[{key!r}] is a scalar; every data array needs an example axis")
-        if array.shape[0] == 0:
-            raise ValueError(f"data[{key!r}] is empty (shape {array.shape})")
-        if array.dtype.kind not in "biuf":
-            raise ValueError(f"data[{key!r}] has dtype {array.dtype}; expected numbers")
-        if array.dtype.kind == "f":
-            bad = ~np.isfinite(array)
-            if bad.any():
-                first = np.unravel_index(np.argmax(bad), array.shape)
-                raise ValueError(
-                    f"data[{key!r}] has {int(bad.sum())} non-finite value(s) (NaN or inf), "
-                    f"the first at index {tuple(int(i) for i in first)}"
-                )
-            if x64 is not None:
-                array = array.astype(np.float64 if x64 else np.float32)
-        arrays[key] = jnp.asarray(array)
-        lengths[key] = array.shape[0]
-    if len(set(lengths.values())) > 1:
-        raise ValueError(
-            f"data arrays must share their first (example) axis; lengths are {lengths}"
-        )
-    return arrays, next(iter(lengths.values()))
-
-
-def _check_finite_tree(tree: Params, what: str) -> None:
-    """Raise ValueError naming the first leaf of `tree` that is not finite."""
-    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
-        name = jax.tree_util.keystr(path)
-        leaf = np.asarray(leaf)
-        if leaf.dtype.kind != "f":
-            raise ValueError(f"{what}{name} has dtype {leaf.dtype}; parameters must be floats")
-        if not np.all(np.isfinite(leaf)):
-            raise ValueError(f"{what}{name} is not finite at the initial point: {leaf}")
+    arrays, n = require_data(data)
+    if x64 is not None:
+        dtype = np.float64 if x64 else np.float32
+        arrays = {k: a.astype(dtype) if a.dtype.kind == "f" else a for k, a in arrays.items()}
+    return {key: jnp.asarray(array) for key, array in arrays.items()}, n
 
 
 class Problem:
@@ -103,8 +77,16 @@ class Problem:
       data: dict of arrays sharing a leading example axis of length n >= 1, all finite.
       model_kwargs: further keyword arguments for the model that are not per-example data
         (hyperparameters, fixed sizes).
-      x64: None keeps JAX's default float dtype; True stores float data as float64 (64-bit JAX
-        must be enabled); False stores it as float32.
+      x64: None keeps JAX's default float dtype; True stores float data and parameters as
+        float64 (64-bit JAX must be enabled); False stores them as float32, so that samplers
+        run in float32 even when 64-bit JAX is on (geometry and Laplace still compute in
+        float64).
+
+    Raises:
+      InputError (a ValueError, `slt.validation`): data not a dict of finite real arrays
+        sharing a leading axis, x64 not None/bool, or the model fails on the data's shapes.
+      ValueError: the model cannot be represented (discrete latent sites, no observed site,
+        `numpyro.param`), or a site is not finite at the initial point.
 
     Attributes:
       n: number of examples. dim: number of unconstrained parameters (after constraints: a
@@ -129,8 +111,12 @@ class Problem:
         _check_signature(model, arrays, model_kwargs)
         self.model = model
         self.model_kwargs = model_kwargs
-        prior_trace = _trace_naming_invalid_sites(
-            lambda: handlers.trace(handlers.seed(model, 0)).get_trace(**arrays, **model_kwargs)
+        prior_trace = call_naming_shapes(
+            lambda: _trace_naming_invalid_sites(
+                lambda: handlers.trace(handlers.seed(model, 0)).get_trace(**arrays, **model_kwargs)
+            ),
+            f"model {getattr(model, '__name__', model)!r}",
+            arrays,
         )
         latent, observed = _split_sites(prior_trace)
         self._transforms = {name: biject_to(prior_trace[name]["fn"].support) for name in latent}
@@ -138,7 +124,7 @@ class Problem:
             name: jnp.zeros_like(self._transforms[name].inv(prior_trace[name]["value"]))
             for name in latent
         }
-        self._setup(template, arrays, n)
+        self._setup(template, arrays, n, x64)
         self.site_names = tuple(latent)
         self.observed_site_names = tuple(observed)
         self._example_plates = {name: _example_plate(prior_trace[name], n) for name in observed}
@@ -146,9 +132,12 @@ class Problem:
 
     # ------------------------------------------------------------------ construction helpers
 
-    def _setup(self, template: Params, data: dict[str, jax.Array], n: int) -> None:
+    def _setup(self, template: Params, data: dict[str, jax.Array], n: int, x64) -> None:
         self.data = data
         self.n = n
+        if x64 is not None:
+            dtype = jnp.float64 if x64 else jnp.float32
+            template = jax.tree_util.tree_map(lambda leaf: leaf.astype(dtype), template)
         self._template = template
         flat, self._unravel = ravel_pytree(template)
         self.dim = int(flat.size)
@@ -180,29 +169,37 @@ class Problem:
 
         Returns:
           A Problem whose `reference_params` are `params`.
+
+        Raises:
+          InputError (a ValueError): bad data (as in `Problem`), nll_fn or log_prior not a
+            function, params not finite floats, nll_fn failing on the data or not returning n
+            finite values.
+          ValueError: log_prior not finite at params.
         """
         arrays, n = _validate_data(data, x64)
-        _check_finite_tree(params, "params")
+        require_callable("nll_fn", nll_fn)
+        require_callable("log_prior", log_prior, optional=True)
+        require_finite_tree(params, "params")
         self = cls.__new__(cls)
         self.model = None
         self.model_kwargs = {}
         self._nll_fn = nll_fn
         self._log_prior_fn = log_prior
         self._transforms = None
-        self._setup(jax.tree_util.tree_map(jnp.zeros_like, params), arrays, n)
+        self._setup(jax.tree_util.tree_map(jnp.zeros_like, params), arrays, n, x64)
         self.reference_params = params
         self.site_names = tuple(
             jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(params)[0]
         )
         self.observed_site_names = ()
-        values = nll_fn(params, arrays)
+        values = call_naming_shapes(lambda: nll_fn(params, arrays), "nll_fn(params, data)", arrays)
         if jnp.shape(values) != (n,):
-            raise ValueError(
+            raise InputError(
                 f"nll_fn must return one value per example, shape ({n},); got {jnp.shape(values)}"
             )
         bad = ~np.isfinite(np.asarray(values))
         if bad.any():
-            raise ValueError(
+            raise InputError(
                 f"nll_fn is not finite at params for {int(bad.sum())} example(s), "
                 f"the first at index {int(np.argmax(bad))}"
             )
@@ -223,18 +220,28 @@ class Problem:
         return ravel_pytree(self._template)[0].dtype
 
     def loglik(self, params: Params, batch: Batch) -> jax.Array:
-        """Per-example log-likelihood log p(y_i | x_i, w), shape (b,) for a batch of b examples."""
+        """Per-example log-likelihood log p(y_i | x_i, w), shape (b,) for a batch of b examples.
+
+        It has the float dtype of `params` (float32 parameters give float32 values even when
+        64-bit JAX is on and the model holds float64 constants; float64 parameters give
+        float64 values from float32 data, as Laplace and the geometry need).
+        """
         if self.model is None:
-            return -self._nll_fn(params, batch)
-        return self._evaluate(params, batch)[0]
+            value = -self._nll_fn(params, batch)
+        else:
+            value = self._evaluate(params, batch)[0]
+        return value.astype(_float_dtype(params))
 
     def log_prior(self, params: Params) -> jax.Array:
-        """log prior density of the unconstrained parameters, log-Jacobian included."""
+        """log prior density of the unconstrained parameters, log-Jacobian included (in the
+        float dtype of `params`, as `loglik`)."""
         if self.model is None:
             if self._log_prior_fn is None:
-                return jnp.zeros((), self.dtype)
-            return self._log_prior_fn(params)
-        return self._evaluate(params, self.data)[1]
+                return jnp.zeros((), _float_dtype(params))
+            value = self._log_prior_fn(params)
+        else:
+            value = self._evaluate(params, self.data)[1]
+        return jnp.asarray(value).astype(_float_dtype(params))
 
     def log_joint(self, params: Params) -> jax.Array:
         """log prior + sum of the log-likelihood over the full data."""
@@ -355,6 +362,13 @@ class Problem:
                     f"(check the data lie in its support and its parameters are valid)"
                 )
         self._evaluate(params, self.data)  # checks every observed site has an example axis
+
+
+def _float_dtype(params: Params) -> jnp.dtype:
+    """The float dtype of a parameter pytree (JAX's default float if it holds no float leaf)."""
+    leaves = [leaf for leaf in jax.tree_util.tree_leaves(params) if jnp.issubdtype(
+        jnp.result_type(leaf), jnp.floating)]
+    return jnp.result_type(*leaves) if leaves else jnp.result_type(float)
 
 
 def _trace_naming_invalid_sites(run_trace: Callable[[], dict]) -> dict:

@@ -20,12 +20,14 @@ import pandas as pd
 
 from slt.fit import FitResult
 from slt.problem import Problem
+from slt.results import Persistable
+from slt.validation import require_instance, require_int, require_problem
 
 __all__ = ["BICResult", "bic"]
 
 
 @dataclass(frozen=True)
-class BICResult:
+class BICResult(Persistable):
     """BIC on the free-energy scale and the classical 2x scale.
 
     Attributes:
@@ -78,6 +80,11 @@ def bic(problem: Problem, fit: FitResult, *, num_params: int | None = None) -> B
     Returns:
       A `BICResult`.
 
+    Raises:
+      InputError (a ValueError): problem or fit of the wrong type, num_params not an
+        integer >= 0.
+      ValueError: the fit's log-likelihood is not finite.
+
     Example:
       >>> fit = slt.fit_map(problem, jax.random.key(0), prior=False)
       >>> slt.bic(problem, fit).free_energy
@@ -85,11 +92,9 @@ def bic(problem: Problem, fit: FitResult, *, num_params: int | None = None) -> B
     References:
       Schwarz, "Estimating the dimension of a model", Ann. Statist. 6:461–464, 1978.
     """
-    if not isinstance(fit, FitResult):
-        raise ValueError(f"fit must be a FitResult from slt.fit_map, got {type(fit).__name__}")
-    d = problem.dim if num_params is None else int(num_params)
-    if d < 0:
-        raise ValueError(f"num_params must be >= 0, got {num_params}")
+    require_problem(problem)
+    require_instance("fit", fit, FitResult, "a FitResult from slt.fit_map")
+    d = problem.dim if num_params is None else require_int("num_params", num_params, minimum=0)
     nll = -float(fit.loglik)
     if not np.isfinite(nll):
         raise ValueError(f"the fit's log-likelihood is not finite ({fit.loglik})")

@@ -36,7 +36,9 @@ from slt.estimators.rlct import rlct
 from slt.estimators.wbic import draws_inference_data, tempered_draws, wbic
 from slt.fit import fit_map
 from slt.problem import Problem
+from slt.results import Persistable
 from slt.samplers.nuts import pointwise_loglik_of_draws
+from slt.validation import InputError, require_instance, require_key, require_problem
 
 __all__ = ["ComparisonResult", "compare", "METHODS"]
 
@@ -53,7 +55,7 @@ CRITERIA = {
 
 
 @dataclass(frozen=True)
-class ComparisonResult:
+class ComparisonResult(Persistable):
     """One row per model, the choice of every criterion, and every estimator's full result.
 
     Attributes:
@@ -108,9 +110,9 @@ def compare(
       problems: {name: Problem}; the models must describe the same data for the comparison
         to mean anything.
       key: PRNG key; model i uses `fold_in(key, i)`.
-      methods: any of "bic", "laplace", "wbic", "free_energy", "rlct", "loo". With both "wbic"
-        and "rlct", the WBIC is the rlct run at beta = 1/log n (one sampler run fewer) unless
-        `wbic_options` are given.
+      methods: one or several of "bic", "laplace", "wbic", "free_energy", "rlct", "loo". With
+        both "wbic" and "rlct", the WBIC is the rlct run at beta = 1/log n (one sampler run
+        fewer) unless `wbic_options` are given.
       fit_options: for `slt.fit_map` (MAP, shared by bic, laplace and rlct).
       laplace_options, wbic_options, free_energy_options, rlct_options: for those estimators.
       loo_options: for the posterior NUTS run of PSIS-LOO (`num_chains`, `num_warmup`,
@@ -121,6 +123,9 @@ def compare(
       A `ComparisonResult`.
 
     Raises:
+      InputError (a ValueError, `slt.validation`): problems not a dict of Problems, problems
+        with different numbers of examples n, key not a PRNG key, and what the estimators
+        reject in their options.
       ValueError: no problems, or an unknown method (the message lists them).
 
     Example:
@@ -129,12 +134,22 @@ def compare(
       >>> result.table, result.choices
       >>> result.plot()
     """
-    methods = tuple(methods)
+    methods = (methods,) if isinstance(methods, str) else tuple(methods)
     unknown = set(methods) - set(METHODS)
     if unknown:
         raise ValueError(f"unknown method(s) {sorted(unknown)}; available: {', '.join(METHODS)}")
+    require_instance("problems", problems, Mapping, "a dict {name: Problem}")
     if not problems:
         raise ValueError("problems is empty: give {name: Problem}")
+    for name, problem in problems.items():
+        require_problem(problem, f"problems[{name!r}]")
+    sizes = {name: problem.n for name, problem in problems.items()}
+    if len(set(sizes.values())) > 1:
+        raise InputError(
+            f"the models must describe the same data, but their numbers of examples differ: "
+            f"{sizes}; free energies of different data sets are not comparable"
+        )
+    require_key(key)
     options = {
         "fit": dict(fit_options or {}), "laplace": dict(laplace_options or {}),
         "wbic": dict(wbic_options or {}), "free_energy": dict(free_energy_options or {}),

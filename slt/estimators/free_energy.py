@@ -33,6 +33,7 @@ TI over the same ladder agrees with SMC to 0.02 nats on all of these.
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,7 +44,9 @@ import pandas as pd
 import xarray as xr
 
 from slt.problem import Problem
+from slt.results import Persistable
 from slt.samplers.tempering import SMCRun, tempered_smc
+from slt.validation import require_int
 
 __all__ = ["FreeEnergyResult", "free_energy", "thermodynamic_integral"]
 
@@ -54,7 +57,7 @@ DISAGREEMENT_SE = 4.0
 
 
 @dataclass(frozen=True)
-class FreeEnergyResult:
+class FreeEnergyResult(Persistable):
     """F = -log Z with its standard error, both estimators, and the tempering ladders.
 
     Attributes:
@@ -153,6 +156,7 @@ def free_energy(
     num_leapfrog: int = 5,
     prior_sampler: Callable[[jax.Array, int], jax.Array] | None = None,
     progress: bool = True,
+    checkpoint: str | os.PathLike | None = None,
 ) -> FreeEnergyResult:
     """A reference free energy F = -log Z with a standard error (tempered SMC or TI).
 
@@ -168,13 +172,27 @@ def free_energy(
       prior_sampler: `(key, num) -> (num, dim)` flat unconstrained prior draws, needed only
         for `Problem.from_loss`.
       progress: show a progress bar.
+      checkpoint: a file (.npz) where the SMC state (particles, log-likelihoods, each copy's
+        beta, log Z and step size, the ladder so far) is saved after every tempering stage. A
+        run stopped by Ctrl-C / SIGTERM (which raise `Interrupted` after saving) or killed
+        resumes from it when called again with the same arguments, to the bitwise same
+        result; a finished run's file is kept and returns the result without sampling. A file
+        from other arguments raises `CheckpointError`. See `slt.samplers.checkpoint`.
 
     Returns:
       A `FreeEnergyResult`. Its accuracy with the defaults is stated in this module's
       docstring.
 
     Raises:
-      ValueError: an unknown method, num_copies < 2, or what `tempered_smc` rejects.
+      InputError (a ValueError, `slt.validation`): num_copies not an integer >= 2, and what
+        `tempered_smc` rejects (problem, key, counts, target_ess outside (0, 1), a
+        prior_sampler that is not a function or returns the wrong shape).
+      ValueError: an unknown method, no proper prior, the log-likelihood not finite at any
+        prior draw.
+      RuntimeError: beta = 1 not reached within the stage limit.
+      Interrupted (a KeyboardInterrupt, `slt.samplers.checkpoint`): SIGINT or SIGTERM during
+        a checkpointed run; the progress is saved.
+      CheckpointError (a ValueError): the file at `checkpoint` belongs to another run.
 
     Example:
       >>> result = slt.free_energy(problem, jax.random.key(0))
@@ -182,12 +200,11 @@ def free_energy(
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; available: {', '.join(METHODS)}")
-    if int(num_copies) < 2:
-        raise ValueError(f"num_copies must be >= 2 for a standard error, got {num_copies}")
+    require_int("num_copies (>= 2 for a standard error)", num_copies, minimum=2)
     run = tempered_smc(
         problem, key, num_particles=num_particles, num_copies=num_copies, target_ess=target_ess,
         num_mcmc_steps=num_mcmc_steps, num_leapfrog=num_leapfrog, prior_sampler=prior_sampler,
-        progress=progress,
+        progress=progress, checkpoint=checkpoint,
     )
     estimates = {
         "smc": -run.log_evidence,

@@ -35,6 +35,8 @@ from jax.flatten_util import ravel_pytree
 
 from slt.fit import FitResult
 from slt.problem import Problem
+from slt.results import Persistable
+from slt.validation import require_instance, require_int, require_problem
 
 __all__ = ["LaplaceResult", "laplace"]
 
@@ -47,7 +49,7 @@ NEWTON_DECREMENT_WARNING = 1e-3
 
 
 @dataclass(frozen=True)
-class LaplaceResult:
+class LaplaceResult(Persistable):
     """The Laplace log evidence, the spectrum of the Hessian and the singularity diagnostics.
 
     Attributes:
@@ -124,8 +126,10 @@ def laplace(problem: Problem, fit: FitResult, *, num_modes: int = 1) -> LaplaceR
       A `LaplaceResult`; `singular` says when the approximation is not to be trusted.
 
     Raises:
+      InputError (a ValueError): problem or fit of the wrong type, num_modes not an
+        integer >= 1.
       ValueError: a maximum-likelihood fit (the expansion needs the prior), no proper prior,
-        num_modes < 1, or a non-finite Hessian.
+        or a non-finite Hessian.
 
     Example:
       >>> fit = slt.fit_map(problem, jax.random.key(0))
@@ -136,14 +140,13 @@ def laplace(problem: Problem, fit: FitResult, *, num_modes: int = 1) -> LaplaceR
       Tierney & Kadane, "Accurate approximations for posterior moments and marginal
       densities", JASA 81:82–86, 1986; Watanabe (2009) on why it fails for singular models.
     """
-    if not isinstance(fit, FitResult):
-        raise ValueError(f"fit must be a FitResult from slt.fit_map, got {type(fit).__name__}")
+    require_problem(problem)
+    require_instance("fit", fit, FitResult, "a FitResult from slt.fit_map")
     if fit.objective != "map":
         raise ValueError("laplace expands around the MAP: fit with slt.fit_map(..., prior=True)")
     if not problem.has_prior:
         raise ValueError("the Laplace evidence needs a proper prior (pass log_prior= to from_loss)")
-    if int(num_modes) < 1:
-        raise ValueError(f"num_modes must be >= 1, got {num_modes}")
+    num_modes = require_int("num_modes", num_modes, minimum=1)
     log_joint, gradient, hessian_lik, hessian_prior = _derivatives(problem, fit.params)
     hessian = hessian_lik + hessian_prior
     if not (np.isfinite(log_joint) and np.all(np.isfinite(hessian))):

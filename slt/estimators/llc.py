@@ -18,6 +18,7 @@ reduced-rank regression the standard error shrinks by more than 10x for one extr
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass, field
 
@@ -28,9 +29,20 @@ import pandas as pd
 import xarray as xr
 
 from slt.problem import Params, Problem
+from slt.results import Persistable
 from slt.samplers.local_chains import run_chains
+from slt.samplers.sgld import PRECONDITIONERS
+from slt.validation import (
+    require_int,
+    require_key,
+    require_one_of,
+    require_params,
+    require_positive,
+    require_problem,
+    require_step_size,
+)
 
-__all__ = ["LLCResult", "llc", "default_nbeta"]
+__all__ = ["LLCResult", "llc", "default_nbeta", "validate_local_run"]
 
 # Acceptance below this, or more than this fraction of draws under L_n(w*), earns a warning.
 LOW_ACCEPTANCE = 0.5
@@ -45,7 +57,7 @@ def default_nbeta(n: int) -> float:
 
 
 @dataclass(frozen=True)
-class LLCResult:
+class LLCResult(Persistable):
     """lambda_hat with its uncertainty, the loss traces and the diagnostics of the run.
 
     Attributes:
@@ -186,12 +198,17 @@ def llc(
     mala_every: int = 10,
     chunk_size: int = 500,
     progress: bool = True,
+    checkpoint: str | os.PathLike | None = None,
 ) -> LLCResult:
     """Estimate the local learning coefficient lambda_hat(w*) by localized SGLD.
 
     Args:
       problem: model and data (`Problem` or `Problem.from_loss`).
       params: w*, the trained parameters (unconstrained pytree), ideally a local minimum of L_n.
+        lambda(w*) is defined at a minimum of the population loss; at a minimum of L_n (a
+        trained network, an MLE) lambda_hat comes out higher by about
+        beta n (L_n(w0) - L_n(w*)), the overfitting divided by log n (measured: +5 to +15% on
+        reduced-rank regression at n = 20 000; benchmarks/RESULTS.md).
       key: PRNG key.
       num_chains: independent chains (vmapped; sharded over devices when it divides evenly).
       num_draws: draws per chain kept for the estimate (one per step).
@@ -209,21 +226,45 @@ def llc(
       mala_every: measure the MALA acceptance every this many steps.
       chunk_size: steps per compiled chunk; progress is reported between chunks.
       progress: show progress bars.
+      checkpoint: a file (.npz) where the chains' state and traces are saved after every
+        chunk; a run stopped by Ctrl-C / SIGTERM (which raise `Interrupted` after saving) or
+        killed resumes from it when called again with the same arguments, to the bitwise same
+        result; a finished run's file is kept and returns the result without sampling. A file
+        from other arguments raises `CheckpointError`. `step_size="auto"` calibration is not
+        checkpointed: it is repeated (to the same step size). Each save costs about 15 ms
+        plus writing the traces so far. See `slt.samplers.checkpoint`.
 
     Returns:
       An `LLCResult`.
+
+    Raises:
+      InputError (a ValueError, `slt.validation`): problem not a Problem, params not a finite
+        point of it, key not a PRNG key, a count not an integer in range, gamma < 0, nbeta or
+        step_size not finite and positive, an unknown preconditioner.
+      ValueError: n < 2 without nbeta, L_n(w*) not finite, or (step_size="auto") no step
+        size passes the calibration.
+      FloatingPointError: every chain diverged (the message suggests a step size).
+      Interrupted (a KeyboardInterrupt, `slt.samplers.checkpoint`): SIGINT or SIGTERM during
+        a checkpointed run; the progress is saved.
+      CheckpointError (a ValueError): the file at `checkpoint` belongs to another run.
 
     Example:
       >>> fit = slt.fit_map(problem, key, prior=False)
       >>> result = slt.llc(problem, fit.params, key, step_size=1e-4, num_draws=2000)
       >>> result.llc_mean, result.llc_std_error
     """
-    _validate(problem, num_chains, num_draws, num_burnin, gamma, nbeta, batch_size)
+    step_size = require_step_size("step_size", step_size)
+    validate_local_run(
+        problem, params, key, gamma=gamma, nbeta=nbeta, batch_size=batch_size,
+        preconditioner=preconditioner, counts={
+            "num_chains": (num_chains, 1), "num_draws": (num_draws, 1),
+            "num_burnin": (num_burnin, 0), "mala_every": (mala_every, 0),
+            "chunk_size": (chunk_size, 1),
+        },
+    )
     nbeta = default_nbeta(problem.n) if nbeta is None else float(nbeta)
     batch_size = min(int(batch_size), problem.n)
-    if isinstance(step_size, str):
-        if step_size != "auto":
-            raise ValueError(f"step_size must be a positive number or 'auto', got {step_size!r}")
+    if step_size == "auto":
         from slt.estimators.llc_calibration import llc_calibrate
 
         calibration_key, key = jax.random.split(key)
@@ -238,8 +279,6 @@ def llc(
             include_prior=include_prior,
             progress=progress,
         ).step_size
-    elif not step_size > 0:
-        raise ValueError(f"step_size must be > 0, got {step_size}")
     init_loss = float(problem.loss(params))
     if not np.isfinite(init_loss):
         raise ValueError(f"L_n(w*) is not finite ({init_loss}): params is not a valid w*")
@@ -260,6 +299,7 @@ def llc(
         reference_loss=init_loss,
         progress=progress,
         description="llc",
+        checkpoint=checkpoint,
     )
     return summarise_trace(
         trace,
@@ -347,18 +387,22 @@ def trace_statistics(values: np.ndarray) -> tuple[float, float, float, float]:
     return float(values.mean()), std_error, ess, rhat
 
 
-def _validate(problem, num_chains, num_draws, num_burnin, gamma, nbeta, batch_size):
-    if not isinstance(problem, Problem):
-        raise ValueError(f"problem must be an slt.Problem, got {type(problem).__name__}")
-    if int(num_chains) < 1:
-        raise ValueError(f"num_chains must be >= 1, got {num_chains}")
-    if int(num_draws) < 1:
-        raise ValueError(f"num_draws must be >= 1, got {num_draws}")
-    if int(num_burnin) < 0:
-        raise ValueError(f"num_burnin must be >= 0, got {num_burnin}")
-    if not gamma >= 0:
-        raise ValueError(f"gamma must be >= 0, got {gamma}")
-    if nbeta is not None and not nbeta > 0:
-        raise ValueError(f"nbeta must be > 0, got {nbeta}")
-    if int(batch_size) < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+def validate_local_run(problem, params, key, *, gamma, nbeta, batch_size, preconditioner, counts):
+    """Check the arguments `llc` and `llc_calibrate` share (`slt.validation` helpers).
+
+    `gamma` may be an array of candidates; `counts` maps an integer argument's name to
+    (value, minimum).
+
+    Raises:
+      InputError: naming the first bad argument.
+    """
+    require_problem(problem)
+    require_params(problem, params)
+    require_key(key)
+    for name, (value, minimum) in {"batch_size": (batch_size, 1), **counts}.items():
+        require_int(name, value, minimum=minimum)
+    for value in np.ravel(gamma):
+        require_positive("gamma", value, allow_zero=True)
+    if nbeta is not None:
+        require_positive("nbeta", nbeta)
+    require_one_of("preconditioner", preconditioner, PRECONDITIONERS)

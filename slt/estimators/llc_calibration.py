@@ -30,10 +30,12 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from slt.estimators.llc import default_nbeta, trace_statistics
+from slt.estimators.llc import default_nbeta, trace_statistics, validate_local_run
 from slt.problem import Params, Problem
+from slt.results import Persistable
 from slt.samplers.local_chains import run_chains
 from slt.samplers.sgld import RMSPROP_DAMPING
+from slt.validation import InputError, require_in_interval, require_positive
 
 __all__ = [
     "CalibrationResult",
@@ -56,7 +58,7 @@ def default_step_sizes(nbeta: float, preconditioner: str | None) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class CalibrationResult:
+class CalibrationResult(Persistable):
     """The sweep and the choice.
 
     Attributes:
@@ -119,18 +121,32 @@ def llc_calibrate(
       progress: show a progress bar.
 
     Returns:
-      A `CalibrationResult`. Raises ValueError (with the table in the message) when no
-      candidate passes.
+      A `CalibrationResult`.
+
+    Raises:
+      InputError (a ValueError, `slt.validation`): as for `llc`; step_sizes not a non-empty
+        list of finite positive numbers, gammas not finite and >= 0, min_acceptance outside
+        [0, 1], max_noise_ratio not finite and positive.
+      ValueError: no candidate passes (the message holds the table).
     """
+    gammas = np.asarray([gamma] if gammas is None else gammas, dtype=float).ravel()
+    validate_local_run(
+        problem, params, key, gamma=gammas, nbeta=nbeta, batch_size=batch_size,
+        preconditioner=preconditioner, counts={
+            "chains_per_candidate": (chains_per_candidate, 1), "num_draws": (num_draws, 1),
+            "num_burnin": (num_burnin, 0),
+        },
+    )
+    require_in_interval("min_acceptance", min_acceptance, 0.0, 1.0, closed=True)
+    require_positive("max_noise_ratio", max_noise_ratio)
     nbeta = default_nbeta(problem.n) if nbeta is None else float(nbeta)
     step_sizes = np.asarray(
         default_step_sizes(nbeta, preconditioner) if step_sizes is None else step_sizes, dtype=float
-    )
-    gammas = np.asarray([gamma] if gammas is None else gammas, dtype=float)
-    if step_sizes.size == 0 or np.any(step_sizes <= 0):
-        raise ValueError("step_sizes must be a non-empty list of positive numbers")
-    if np.any(gammas < 0):
-        raise ValueError("gammas must be >= 0")
+    ).ravel()
+    if step_sizes.size == 0 or gammas.size == 0:
+        raise InputError("step_sizes and gammas must be non-empty lists of numbers")
+    for step_size in step_sizes:
+        require_positive("every step size", step_size)
     grid_steps, grid_gammas = (g.ravel() for g in np.meshgrid(step_sizes, gammas))
     repeat = chains_per_candidate
     init_loss = float(problem.loss(params))

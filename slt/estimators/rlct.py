@@ -33,6 +33,8 @@ import pandas as pd
 from slt.estimators.wbic import WBICResult, summarise_draws, tempered_draws
 from slt.fit import FitResult
 from slt.problem import Problem
+from slt.results import Persistable
+from slt.validation import require_int, require_key, require_positive, require_problem
 
 __all__ = ["RLCTResult", "rlct", "DEFAULT_MULTIPLIERS"]
 
@@ -43,7 +45,7 @@ DEFAULT_MULTIPLIERS = (0.25, 0.5, 1.0, 2.0, 4.0)
 
 
 @dataclass(frozen=True)
-class RLCTResult:
+class RLCTResult(Persistable):
     """lambda_hat from temperatures, with standard errors, and the singular-aware free energy.
 
     Attributes:
@@ -150,7 +152,10 @@ def rlct(
       An `RLCTResult`.
 
     Raises:
-      ValueError: fewer than 2 distinct betas (3 with `fit_multiplicity`), n beta <= e.
+      InputError (a ValueError, `slt.validation`): problem, key or num_chains invalid, a beta
+        (or multiplier) not finite and > 0, and what `slt.wbic`'s sampler rejects.
+      ValueError: n < 3, fewer than 2 distinct betas (3 with `fit_multiplicity`), n beta <= e
+        (n too small for the temperatures: give larger betas).
 
     Example:
       >>> result = slt.rlct(problem, jax.random.key(0), fit=slt.fit_map(problem, key))
@@ -159,18 +164,24 @@ def rlct(
     References:
       Watanabe, JMLR 14:867–897, 2013 (the two-temperature estimator).
     """
+    require_problem(problem)
+    require_key(key)
+    require_int("num_chains", num_chains, minimum=1)
     n = problem.n
     if n < 3:
         raise ValueError(f"rlct needs n >= 3, got n = {n}")
-    betas = np.asarray(
-        np.asarray(multipliers, np.float64) / np.log(n) if betas is None else betas, np.float64
-    ).reshape(-1)
-    betas = np.unique(betas)
+    given = np.asarray(multipliers if betas is None else betas, np.float64).reshape(-1)
+    for value in given:
+        require_positive("every multiplier" if betas is None else "every beta", value)
+    betas = np.unique(given / np.log(n) if betas is None else given)
     needed = 3 if fit_multiplicity else 2
     if betas.size < needed:
         raise ValueError(f"give at least {needed} distinct betas, got {betas.tolist()}")
     if not np.all(np.log(n * betas) > 1.0):
-        raise ValueError(f"every beta must have n beta > e (log(n beta) > 1), got {betas}")
+        raise ValueError(
+            f"every beta must have n beta > e (log(n beta) > 1), got {betas} with n = {n}: "
+            f"give larger betas (or more data)"
+        )
     draws = tempered_draws(
         problem, key, np.repeat(betas, int(num_chains)), sampler=sampler,
         num_warmup=num_warmup, num_samples=num_samples, progress=progress, **sampler_options,

@@ -8,11 +8,14 @@ F_n = -log Z is the free energy; at any other beta the same expectation is the d
 d/dbeta of -log Z(beta), which `slt.rlct` uses.
 
 Samplers are small functions `(problem, key, betas, *, num_warmup, num_samples, progress,
-**options) -> TemperedDraws`, one chain per entry of `betas`, registered in `SAMPLERS`.
+checkpoint, **options) -> TemperedDraws`, one chain per entry of `betas`, registered in
+`SAMPLERS`; `checkpoint` is a file path or None, which the sampler passes to its chunked loop
+(`slt.samplers.checkpoint`: progress saved after every chunk, resumed on the next call).
 """
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,8 +31,20 @@ from slt.estimators.llc import trace_statistics
 from slt.estimators.llc_calibration import llc_calibrate
 from slt.fit import fit_map
 from slt.problem import Problem
+from slt.results import Persistable
 from slt.samplers.local_chains import run_chains
 from slt.samplers.nuts import sample_nuts
+from slt.samplers.sgld import PRECONDITIONERS
+from slt.validation import (
+    InputError,
+    require_int,
+    require_key,
+    require_one_of,
+    require_params,
+    require_positive,
+    require_problem,
+    require_step_size,
+)
 
 __all__ = ["SAMPLERS", "TemperedDraws", "WBICResult", "wbic", "wbic_beta", "tempered_draws"]
 
@@ -66,11 +81,13 @@ class TemperedDraws(NamedTuple):
         )
 
 
-def _nuts(problem, key, betas, *, num_warmup, num_samples, progress, **options) -> TemperedDraws:
+def _nuts(
+    problem, key, betas, *, num_warmup, num_samples, progress, checkpoint, **options
+) -> TemperedDraws:
     """NumPyro NUTS on pi_beta (`slt.samplers.nuts.sample_nuts`; options go to it)."""
     draws = sample_nuts(
         problem, key, betas, num_warmup=num_warmup, num_samples=num_samples, progress=progress,
-        **options,
+        checkpoint=checkpoint, **options,
     )
     return TemperedDraws(
         nll=draws.nll,
@@ -87,7 +104,8 @@ def _nuts(problem, key, betas, *, num_warmup, num_samples, progress, **options) 
 
 
 def _sgld(
-    problem, key, betas, *, num_warmup, num_samples, progress, init=None, step_size="auto",
+    problem, key, betas, *, num_warmup, num_samples, progress, checkpoint, init=None,
+    step_size="auto",
     batch_size=256, preconditioner=None, chunk_size=500, extrapolate=True,
 ) -> TemperedDraws:
     """SGLD on pi_beta (`slt.samplers.local_chains.run_chains` with gamma = 0 and the prior
@@ -116,24 +134,34 @@ def _sgld(
     noise is part of the draws' variance and hence of the standard error.
 
     Raises:
+      InputError (a ValueError): init not a finite point of the problem, step_size not
+        "auto" or finite and positive, batch_size or chunk_size not an integer >= 1, an
+        unknown preconditioner.
       FloatingPointError: a chain diverged (the message suggests a smaller step size).
     """
     betas = np.asarray(betas, dtype=np.float64)
-    if init is None:
+    if not problem.has_prior:
+        raise InputError(
+            "sampling a tempered posterior needs a proper prior: pass log_prior= to "
+            "Problem.from_loss"
+        )
+    step_size = require_step_size("step_size", step_size)
+    require_int("batch_size", batch_size, minimum=1)
+    require_int("chunk_size", chunk_size, minimum=1)
+    require_one_of("preconditioner", preconditioner, PRECONDITIONERS)
+    if init is not None:
+        require_params(problem, init, "init")
+    else:
         init = fit_map(problem, key, num_restarts=4).params
     start = problem.unconstrain(problem.constrain(init))
     batch_size = min(int(batch_size), problem.n)
     nbetas = problem.n * betas
-    if isinstance(step_size, str):
-        if step_size != "auto":
-            raise ValueError(f'step_size must be a positive number or "auto", got {step_size!r}')
+    if step_size == "auto":
         step_size = llc_calibrate(
             problem, start, jax.random.fold_in(key, 1), gamma=0.0, nbeta=float(nbetas.max()),
             batch_size=batch_size, preconditioner=preconditioner, include_prior=True,
             progress=progress,
         ).step_size
-    if not float(step_size) > 0:
-        raise ValueError(f"step_size must be > 0, got {step_size}")
     start_loss = float(problem.loss(start))
     step_sizes = np.full(betas.size, float(step_size))
     if extrapolate:
@@ -143,6 +171,7 @@ def _sgld(
         step_size=step_sizes, gamma=0.0, nbeta=nbetas, batch_size=batch_size,
         preconditioner=preconditioner, include_prior=True, chunk_size=chunk_size,
         reference_loss=start_loss, progress=progress, description="SGLD at beta",
+        checkpoint=checkpoint,
     )
     diverged = trace.diverged_at >= 0
     if diverged.any():
@@ -183,23 +212,32 @@ def tempered_draws(
     num_warmup: int = 1000,
     num_samples: int = 1000,
     progress: bool = True,
+    checkpoint: str | os.PathLike | None = None,
     **options,
 ) -> TemperedDraws:
     """Draws from pi_beta with the named sampler, one chain per entry of `betas`.
 
+    `checkpoint` (a file path or None) goes to the sampler: see `slt.wbic`.
+
     Raises:
+      InputError (a ValueError): problem not a Problem, key not a PRNG key, num_warmup not an
+        integer >= 0 or num_samples not an integer >= 1, or what the sampler rejects.
       ValueError: an unknown sampler (the message lists the available ones).
     """
     if sampler not in SAMPLERS:
         raise ValueError(f"unknown sampler {sampler!r}; available: {', '.join(sorted(SAMPLERS))}")
+    require_problem(problem)
+    require_key(key)
+    require_int("num_warmup", num_warmup, minimum=0)
+    require_int("num_samples", num_samples, minimum=1)
     return SAMPLERS[sampler](
         problem, key, np.asarray(betas, dtype=np.float64), num_warmup=num_warmup,
-        num_samples=num_samples, progress=progress, **options,
+        num_samples=num_samples, progress=progress, checkpoint=checkpoint, **options,
     )
 
 
 @dataclass(frozen=True)
-class WBICResult:
+class WBICResult(Persistable):
     """E_beta[n L_n] with its Monte Carlo standard error and the sampler's diagnostics.
 
     Attributes:
@@ -282,6 +320,7 @@ def wbic(
     num_warmup: int = 1000,
     num_samples: int = 1000,
     progress: bool = True,
+    checkpoint: str | os.PathLike | None = None,
     **sampler_options,
 ) -> WBICResult:
     """WBIC = E_beta[n L_n(w)] at beta = 1 / log n (or any beta), with a standard error.
@@ -299,6 +338,13 @@ def wbic(
       num_chains: independent chains (four give a useful R-hat).
       num_warmup: warm-up steps per chain (discarded); num_samples: draws kept per chain.
       progress: show a progress bar.
+      checkpoint: a file (.npz) where the sampler saves its state and draws after every chunk
+        (NUTS: every chain's position, adaptation state and PRNG key; SGLD: as `slt.llc`). A
+        run stopped by Ctrl-C / SIGTERM (which raise `Interrupted` after saving) or killed
+        resumes from it when called again with the same arguments, to the bitwise same
+        result; a finished run's file is kept and returns the result without sampling. A file
+        from other arguments raises `CheckpointError`. Preparation (SGLD's MAP start and
+        step-size calibration) is repeated on resume. See `slt.samplers.checkpoint`.
       **sampler_options: passed to the sampler (NUTS: init, dense_mass, target_accept_prob,
         max_tree_depth, chunk_size; SGLD: init, step_size, batch_size, preconditioner,
         chunk_size).
@@ -308,8 +354,14 @@ def wbic(
       better).
 
     Raises:
-      ValueError: unknown sampler (the message lists them), beta <= 0, num_chains < 1, no
-        proper prior.
+      InputError (a ValueError, `slt.validation`): beta not finite and > 0, num_chains not an
+        integer >= 1, and the bad arguments `tempered_draws` and the sampler reject.
+      ValueError: unknown sampler (the message lists them), n < 2 without beta, no proper
+        prior.
+      FloatingPointError: the sampler diverged or n L_n is not finite at a draw.
+      Interrupted (a KeyboardInterrupt, `slt.samplers.checkpoint`): SIGINT or SIGTERM during
+        a checkpointed run; the progress is saved.
+      CheckpointError (a ValueError): the file at `checkpoint` belongs to another run.
 
     Example:
       >>> result = slt.wbic(problem, jax.random.key(0))
@@ -318,14 +370,12 @@ def wbic(
     References:
       Watanabe, "A widely applicable Bayesian information criterion", JMLR 14:867–897, 2013.
     """
-    beta = wbic_beta(problem.n) if beta is None else float(beta)
-    if not (np.isfinite(beta) and beta > 0):
-        raise ValueError(f"beta must be a finite number > 0, got {beta}")
-    if int(num_chains) < 1:
-        raise ValueError(f"num_chains must be >= 1, got {num_chains}")
+    require_problem(problem)
+    beta = wbic_beta(problem.n) if beta is None else require_positive("beta", beta)
+    num_chains = require_int("num_chains", num_chains, minimum=1)
     draws = tempered_draws(
         problem, key, np.full(int(num_chains), beta), sampler=sampler, num_warmup=num_warmup,
-        num_samples=num_samples, progress=progress, **sampler_options,
+        num_samples=num_samples, progress=progress, checkpoint=checkpoint, **sampler_options,
     )
     return summarise_draws(problem, draws, sampler=sampler)
 

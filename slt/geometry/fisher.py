@@ -33,6 +33,8 @@ from slt.geometry.kernels import FisherArrays, fisher_function, quadrature_grid
 from slt.geometry.observation import ObservationModel, observation_model
 from slt.geometry.spectrum import DEFAULT_RANK_TOL, check_rank_tol, spectrum_summary
 from slt.models.base import ModelSpec
+from slt.results import Persistable
+from slt.validation import require_int, require_key
 
 __all__ = ["KINDS", "FisherResult", "FisherSetup", "fisher_information", "prepare"]
 
@@ -46,7 +48,7 @@ _KIND_LABELS = {
 
 
 @dataclass(frozen=True)
-class FisherResult:
+class FisherResult(Persistable):
     """The Fisher information matrix at one point, with its spectrum.
 
     Attributes:
@@ -213,6 +215,7 @@ def _check_kind(kind, observation: ObservationModel, num_samples, key) -> int | 
     if kind == "monte_carlo":
         if key is None:
             raise ValueError("kind='monte_carlo' needs a PRNG key: key=jax.random.key(0)")
+        require_key(key)
         if isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)):
             raise ValueError(f"kind='monte_carlo' needs num_samples >= 2, got {num_samples!r}")
         if num_samples < 2:
@@ -337,7 +340,10 @@ def fisher_information(
     Raises:
       ValueError: unknown or missing sites, non-finite or out-of-support params, an unknown
         kind or coordinate system, x missing (regression) or given (density model), no
-        exact formula for the model, missing num_samples / key / data.
+        exact formula for the model, missing num_samples / key / data, a key that is not a
+        PRNG key, chunk_size not an integer >= 1 (InputError, a ValueError).
+      FloatingPointError: the matrix is not finite at the point (inputs so large that the
+        model's outputs overflow).
 
     Example:
       >>> spec = slt.models.fixed_component_mixture()
@@ -345,6 +351,8 @@ def fisher_information(
       >>> fisher.rank          # 2: pi is unidentifiable when both components are N(0, 1)
     """
     rank_tol = check_rank_tol(rank_tol)
+    if chunk_size is not None:
+        chunk_size = require_int("chunk_size", chunk_size, minimum=1)
     with jax.enable_x64(True):
         setup = prepare(
             model, params, kind=kind, x=x, x_weights=x_weights, data=data,

@@ -82,6 +82,10 @@ def kl_divergence(
     Returns:
       The divergence in nats (>= 0), as a float.
 
+    Raises:
+      ValueError: no exact KL for the model, the points differ in sites or shapes, and what
+        `fisher_information` rejects in a point or in x (non-finite, outside the support).
+
     Example:
       >>> spec = slt.models.fixed_component_mixture()
       >>> kl_divergence(spec, {"pi": 0.5, "mu": 1.0, "sigma": 1.0},

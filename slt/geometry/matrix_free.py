@@ -35,6 +35,7 @@ from slt.geometry.fisher import prepare
 from slt.geometry.kernels import whitened_outputs
 from slt.geometry.spectrum import DEFAULT_RANK_TOL, check_rank_tol
 from slt.models.base import ModelSpec
+from slt.validation import require_int, require_key
 
 __all__ = [
     "LanczosSpectrum",
@@ -284,10 +285,10 @@ def fisher_spectrum(
       >>> spectrum.rank, spectrum.top(3)
     """
     rank_tol = check_rank_tol(rank_tol)
-    if isinstance(num_steps, bool) or not isinstance(num_steps, (int, np.integer)) or num_steps < 1:
-        raise ValueError(f"num_steps must be a positive integer, got {num_steps!r}")
+    num_steps = require_int("num_steps", num_steps, minimum=1)
     if key is None:
         raise ValueError("fisher_spectrum needs a PRNG key: key=jax.random.key(0)")
+    require_key(key)
     with jax.enable_x64(True):
         product, setup = _product(model, params, x, x_weights, coordinates)
         dim = setup.coordinates.dim

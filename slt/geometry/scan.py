@@ -40,6 +40,8 @@ from slt.geometry.spectrum import (
     spectrum_summary,
 )
 from slt.models.base import ModelSpec
+from slt.results import Persistable
+from slt.validation import require_int
 
 __all__ = ["FisherScan", "fisher_scan"]
 
@@ -47,7 +49,7 @@ DEFAULT_CHUNK_SIZE = 1024  # grid points per compiled call (one progress-bar ste
 
 
 @dataclass(frozen=True)
-class FisherScan:
+class FisherScan(Persistable):
     """The Fisher spectrum over a grid of one or two coordinates.
 
     Attributes:
@@ -222,6 +224,11 @@ def fisher_scan(
     Returns:
       A `FisherScan`; `scan.dataset` is the xarray Dataset, `scan.plot()` draws it.
 
+    Raises:
+      ValueError: what `fisher_information` rejects; axes not one or two coordinates, a grid
+        that is not a non-empty 1-D array of finite numbers or leaves the support;
+        chunk_size not an integer >= 1 (InputError).
+
     Example:
       >>> spec = slt.models.fixed_component_mixture()
       >>> scan = fisher_scan(spec, {"pi": 0.5, "mu": 1.0, "sigma": 1.0},
@@ -229,10 +236,7 @@ def fisher_scan(
       >>> scan["rank"].sel(mu=0.0)      # 2 along mu = 0, 1 at pi = 0, 0 at the corner
     """
     rank_tol = check_rank_tol(rank_tol)
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)):
-        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    chunk_size = require_int("chunk_size", chunk_size, minimum=1)
     with jax.enable_x64(True):
         setup = prepare(
             model, params, kind=kind, x=x, x_weights=x_weights, data=data,

@@ -29,6 +29,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
+from slt.validation import require_in_interval
+
 __all__ = ["DEFAULT_RANK_TOL", "SUMMARY_FIELDS", "check_rank_tol", "spectrum_summary"]
 
 DEFAULT_RANK_TOL = 1e-10
@@ -44,13 +46,8 @@ SUMMARY_FIELDS = (
 
 
 def check_rank_tol(rank_tol: float) -> float:
-    """`rank_tol` as a float in (0, 1), or ValueError."""
-    rank_tol = float(rank_tol)
-    if not 0.0 < rank_tol < 1.0:
-        raise ValueError(
-            f"rank_tol (relative to the largest eigenvalue) must be in (0, 1), not {rank_tol}"
-        )
-    return rank_tol
+    """`rank_tol` as a float in (0, 1), or InputError (a ValueError)."""
+    return require_in_interval("rank_tol (relative to the largest eigenvalue)", rank_tol, 0.0, 1.0)
 
 
 def spectrum_summary(eigenvalues, rank_tol: float) -> dict:

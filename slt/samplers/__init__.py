@@ -1,6 +1,7 @@
 """Samplers: SGLD (pure init/step functions) and the vectorised chain runner; NUTS at per-chain
-inverse temperatures; adaptive tempered SMC."""
+inverse temperatures; adaptive tempered SMC; checkpoints that let a stopped run resume."""
 
+from slt.samplers.checkpoint import CheckpointError, Interrupted
 from slt.samplers.local_chains import ChainTrace, run_chains
 from slt.samplers.nuts import NUTSDraws, sample_nuts
 from slt.samplers.sgld import SGLD, SGLDState, mala_log_acceptance, sgld
@@ -9,6 +10,8 @@ from slt.samplers.tempering import SMCRun, sample_prior, tempered_smc
 __all__ = [
     "SGLD",
     "ChainTrace",
+    "CheckpointError",
+    "Interrupted",
     "NUTSDraws",
     "SGLDState",
     "SMCRun",

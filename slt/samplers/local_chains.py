@@ -17,11 +17,19 @@ when their number divides evenly. Progress is shown between chunks.
 
 Randomness: chain c uses `fold_in(split(key, num_chains)[c], step)`, so the draws do not
 depend on chunking or on the number of devices.
+
+Checkpoints (`slt.samplers.checkpoint`): with `checkpoint=path`, the positions, RMSprop state
+and divergence flags of every chain, the traces so far and the number of chunks done are
+written atomically after every chunk; a run stopped by SIGINT / SIGTERM (or killed) resumes
+from there on the next call, to the bitwise same `ChainTrace`. The state after chunk k is the
+same computation whether or not the run stopped, since chunks always have `chunk_size` steps
+and step t's randomness depends only on (key, chain, t).
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import time
 from typing import NamedTuple
 
@@ -32,6 +40,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
 
 from slt.problem import Problem
+from slt.samplers.checkpoint import Checkpoint, join_records
 from slt.samplers.sgld import SGLDState, mala_log_acceptance, sgld
 from slt.samplers.shuffle import epoch_indices
 
@@ -106,6 +115,7 @@ def run_chains(
     reference_loss: float | None = None,
     progress: bool = True,
     description: str = "SGLD",
+    checkpoint: str | os.PathLike | None = None,
 ) -> ChainTrace:
     """Run `num_chains` SGLD chains for `num_steps` steps from `center` (see module doc).
 
@@ -125,6 +135,14 @@ def run_chains(
       reference_loss: L_n(center) for divergence detection (computed on the full data if None).
       progress: show a tqdm bar.
       description: the bar's label.
+      checkpoint: a file to save progress to after every chunk and resume from (see the
+        module doc and `slt.samplers.checkpoint`); None: no checkpoint. `run_time` then counts
+        the sampling time of every session.
+
+    Raises:
+      slt.samplers.checkpoint.Interrupted: SIGINT or SIGTERM during a checkpointed run, after
+        saving (a `KeyboardInterrupt`).
+      slt.samplers.checkpoint.CheckpointError: the file at `checkpoint` is from another run.
     """
     num_steps = int(num_steps)
     chunk_size = max(1, min(int(chunk_size), num_steps))
@@ -145,7 +163,14 @@ def run_chains(
         jnp.broadcast_to(jnp.asarray(v, dtype), (num_chains,)) for v in (step_size, gamma, nbeta)
     ]
     chain_keys = jax.random.split(key, num_chains)
-    carry = _initial_carry(config, center_flat, chain_keys)
+    store = Checkpoint(
+        checkpoint, "run_chains", **config._asdict(), num_steps=num_steps, key=key,
+        center=center_flat, step_size=per_chain[0], gamma=per_chain[1], nbeta=per_chain[2],
+        reference_loss=float(reference_loss),
+    )
+    carry, chunks, done, run_time = store.resume(
+        _initial_carry(config, center_flat, chain_keys)
+    )
     sharding = _chain_sharding(num_chains)
     if sharding is not None:
         carry, chain_keys, per_chain = jax.device_put((carry, chain_keys, per_chain), sharding)
@@ -155,23 +180,25 @@ def run_chains(
     compiled, was_cached = _compile(config, arguments)
     compile_time = 0.0 if was_cached else time.perf_counter() - start
 
-    outputs = []
-    start = time.perf_counter()
+    start, previous_time = time.perf_counter(), run_time
     num_chunks = -(-num_steps // chunk_size)
-    with tqdm(
+    with store.catching_signals(), tqdm(
         total=num_chunks * chunk_size,
+        initial=done * chunk_size,
         desc=description,
         unit="step",
         disable=not progress,
         leave=False,
     ) as bar:
-        for chunk in range(num_chunks):
+        for chunk in range(done, num_chunks):
             carry, recorded = compiled(carry, *arguments[1:], jnp.asarray(chunk * chunk_size))
-            outputs.append(jax.device_get(recorded))
+            chunks.append(jax.device_get(recorded))
             bar.update(chunk_size)
-    run_time = time.perf_counter() - start
+            run_time = previous_time + time.perf_counter() - start
+            store.save(carry, chunks, units_done=chunk + 1, run_time=run_time,
+                       complete=chunk + 1 == num_chunks)
     loss, center_loss, log_acceptance, distance = (
-        np.concatenate([chunk[i] for chunk in outputs], axis=1)[:, :num_steps] for i in range(4)
+        record[:, :num_steps] for record in join_records(chunks)
     )
     return ChainTrace(
         loss=loss,

@@ -16,11 +16,18 @@ its own (NumPyro's windowed adaptation). Steps are `lax.scan`ned in chunks, comp
 configuration; progress is shown between chunks. Working on the potential directly avoids model
 handlers: it needs no `handlers.scale` (which rejects beta <= 0) and serves
 `Problem.from_loss` as well as NumPyro models.
+
+Checkpoints (`slt.samplers.checkpoint`): with `checkpoint=path`, every chain's NUTS state (its
+position, adaptation state and PRNG key) and the draws so far are written atomically after
+every chunk, and a later call resumes from them. Chunks always have `chunk_size` steps, with
+or without a checkpoint, and NUTS carries its randomness in its state, so a resumed run does
+the same computation as an uninterrupted one: bitwise the same draws.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import time
 from typing import NamedTuple
 
@@ -31,6 +38,8 @@ from numpyro.infer.hmc import hmc
 from tqdm.auto import tqdm
 
 from slt.problem import Params, Problem
+from slt.samplers.checkpoint import Checkpoint, join_records
+from slt.validation import require_in_interval, require_int, require_params, require_positive
 
 __all__ = [
     "NUTSDraws", "sample_nuts", "tempered_potential", "nll_of_draws", "pointwise_loglik_of_draws"
@@ -174,6 +183,7 @@ def sample_nuts(
     max_tree_depth: int = 10,
     chunk_size: int = 250,
     progress: bool = True,
+    checkpoint: str | os.PathLike | None = None,
 ) -> NUTSDraws:
     """Run one NUTS chain per entry of `betas` on the tempered posterior pi_beta.
 
@@ -190,12 +200,18 @@ def sample_nuts(
       dense_mass, target_accept_prob, max_tree_depth: NumPyro's NUTS settings.
       chunk_size: steps per compiled chunk; progress is reported between chunks.
       progress: show a progress bar.
+      checkpoint: a file to save progress to after every chunk and resume from (module doc,
+        `slt.samplers.checkpoint`); None: no checkpoint. `run_time` then counts the sampling
+        time of every session.
 
     Returns:
       `NUTSDraws` with the post-warm-up draws and the per-draw n L_n(w).
 
     Raises:
       ValueError: bad arguments, no proper prior, or a non-finite potential at a start point.
+      slt.samplers.checkpoint.Interrupted: SIGINT or SIGTERM during a checkpointed run, after
+        saving (a `KeyboardInterrupt`).
+      slt.samplers.checkpoint.CheckpointError: the file at `checkpoint` is from another run.
 
     Example:
       >>> draws = sample_nuts(problem, jax.random.key(0), np.full(4, 1 / np.log(problem.n)))
@@ -203,6 +219,11 @@ def sample_nuts(
     """
     betas = np.asarray(betas, dtype=np.float64).reshape(-1)
     _validate(problem, betas, num_warmup, num_samples, chunk_size)
+    require_in_interval("target_accept_prob", target_accept_prob, 0.0, 1.0)
+    require_int("max_tree_depth", max_tree_depth, minimum=1)
+    require_positive("init_radius", init_radius)
+    if init is not None:
+        require_params(problem, init, "init")
     num_chains = betas.size
     config = _Config(
         problem, int(num_warmup), bool(dense_mass), float(target_accept_prob), int(max_tree_depth)
@@ -226,19 +247,32 @@ def sample_nuts(
     init_fn, run_chunk, compile_time = _compiled(config, num_chains, chunk_length)
     if _compiled.cache_info().hits > cached:
         compile_time = 0.0
+    store = Checkpoint(
+        checkpoint, "sample_nuts", **config._asdict(), betas=betas, num_samples=int(num_samples),
+        chunk_length=chunk_length, key=chain_key, starts=starts,
+    )
     start = time.perf_counter()
     chain_betas = jnp.asarray(betas, problem.dtype)
-    state = init_fn(jax.random.split(chain_key, num_chains), starts, chain_betas)
-    records = []
+    state, chunks, done, run_time = store.resume(
+        init_fn(jax.random.split(chain_key, num_chains), starts, chain_betas)
+    )
+    previous_time = run_time
     # Every chunk has the same length (one compiled program); the surplus steps of the last
     # chunk are dropped.
-    with tqdm(total=total, desc="nuts", disable=not progress, leave=False) as bar:
-        for done in range(0, total, chunk_length):
+    num_chunks = -(-total // chunk_length)
+    with store.catching_signals(), tqdm(
+        total=total, initial=min(done * chunk_length, total), desc="nuts", disable=not progress,
+        leave=False,
+    ) as bar:
+        for chunk in range(done, num_chunks):
             state, record = run_chunk(state, chain_betas)
-            records.append(tuple(np.asarray(r) for r in record))
-            bar.update(min(chunk_length, total - done))
+            chunks.append(tuple(np.asarray(r) for r in record))
+            bar.update(min(chunk_length, total - chunk * chunk_length))
+            run_time = previous_time + time.perf_counter() - start
+            store.save(state, chunks, units_done=chunk + 1, run_time=run_time,
+                       complete=chunk + 1 == num_chunks)
     positions, diverging, num_steps, accept_prob, step_size = (
-        np.concatenate([r[i] for r in records], axis=1)[:, num_warmup:total] for i in range(5)
+        record[:, num_warmup:total] for record in join_records(chunks)
     )
     nll = np.asarray(nll_of_draws(problem, jnp.asarray(positions)), dtype=np.float64)
     return NUTSDraws(
@@ -250,7 +284,7 @@ def sample_nuts(
         accept_prob=accept_prob,
         step_size=step_size[:, -1],
         compile_time=compile_time,
-        run_time=time.perf_counter() - start,
+        run_time=run_time,
     )
 
 

@@ -32,6 +32,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from slt.validation import require_one_of
+
+PRECONDITIONERS = (None, "rmsprop")
+
 __all__ = ["SGLDState", "SGLD", "sgld", "mala_log_acceptance"]
 
 # RMSprop constants: decay of the squared-gradient average and the damping delta, pSGLD's
@@ -73,8 +77,7 @@ def sgld(preconditioner: str | None = None) -> SGLD:
       >>> state = algorithm.init(w0)
       >>> state, diagonal = algorithm.step(key, state, jax.grad(log_density)(state.position), 1e-4)
     """
-    if preconditioner not in (None, "rmsprop"):
-        raise ValueError(f"preconditioner must be None or 'rmsprop', got {preconditioner!r}")
+    require_one_of("preconditioner", preconditioner, PRECONDITIONERS)
 
     def init(position: jax.Array) -> SGLDState:
         return SGLDState(position, jnp.zeros_like(position))

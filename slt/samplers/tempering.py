@@ -24,6 +24,11 @@ each with its own ladder; a copy that reaches beta = 1 is frozen while the other
 Every stage records E_beta[n L_n] and Var_beta[n L_n] over the moved particles, which
 thermodynamic integration uses (`slt.free_energy(method="ti")`).
 
+Checkpoints (`slt.samplers.checkpoint`): with `checkpoint=path`, the particles, their
+log-likelihoods, each copy's beta, log Z and step size, and the ladder recorded so far are
+written atomically after every stage; a later call resumes from the last stage to the bitwise
+same `SMCRun` (stage k's randomness is `fold_in(key, k)`; nothing else is random).
+
 References:
   Del Moral, Doucet & Jasra, "Sequential Monte Carlo samplers", JRSS-B 68:411–436, 2006;
   Jasra, Stephens, Doucet & Tsagaris, "Inference for Lévy-driven stochastic volatility models
@@ -35,6 +40,7 @@ References:
 from __future__ import annotations
 
 import functools
+import os
 import time
 from collections.abc import Callable
 from typing import NamedTuple
@@ -47,7 +53,17 @@ from numpyro import handlers
 from tqdm.auto import tqdm
 
 from slt.problem import Problem
+from slt.samplers.checkpoint import Checkpoint, join_records
 from slt.samplers.nuts import nll_of_draws
+from slt.validation import (
+    InputError,
+    require_callable,
+    require_in_interval,
+    require_int,
+    require_key,
+    require_positive,
+    require_problem,
+)
 
 __all__ = ["SMCRun", "sample_prior", "tempered_smc"]
 
@@ -287,6 +303,7 @@ def tempered_smc(
     prior_sampler: Callable[[jax.Array, int], jax.Array] | None = None,
     max_stages: int = 5000,
     progress: bool = True,
+    checkpoint: str | os.PathLike | None = None,
 ) -> SMCRun:
     """Run `num_copies` independent adaptive tempered SMC samplers from prior to posterior.
 
@@ -308,6 +325,10 @@ def tempered_smc(
         `sample_prior` (NumPyro models). Needed for `Problem.from_loss`.
       max_stages: stop with an error after this many stages.
       progress: show the smallest beta reached as a progress bar.
+      checkpoint: a file to save progress to after every stage and resume from (module doc,
+        `slt.samplers.checkpoint`); None: no checkpoint. The fingerprint holds the settings
+        and the initial prior draws, not `max_stages`: a run stopped by it continues with a
+        larger one. `run_time` then counts the sampling time of every session.
 
     Returns:
       An `SMCRun`.
@@ -315,8 +336,16 @@ def tempered_smc(
     Raises:
       ValueError: bad arguments, no proper prior, or every prior draw has l(w) = -inf.
       RuntimeError: beta = 1 not reached within max_stages.
+      slt.samplers.checkpoint.Interrupted: SIGINT or SIGTERM during a checkpointed run, after
+        saving (a `KeyboardInterrupt`).
+      slt.samplers.checkpoint.CheckpointError: the file at `checkpoint` is from another run.
     """
-    _validate(problem, num_particles, num_copies, target_ess, num_mcmc_steps, num_leapfrog)
+    _validate(
+        problem, key, prior_sampler, num_particles=num_particles, num_copies=num_copies,
+        target_ess=target_ess, num_mcmc_steps=num_mcmc_steps, num_leapfrog=num_leapfrog,
+        initial_step_size=initial_step_size, target_acceptance=target_acceptance,
+        max_stages=max_stages,
+    )
     config = _Config(
         problem, int(num_particles), int(num_copies), float(target_ess), int(num_mcmc_steps),
         int(num_leapfrog), float(target_acceptance),
@@ -328,6 +357,11 @@ def tempered_smc(
     draws = jnp.asarray(
         sampler(prior_key, config.num_copies * config.num_particles), problem.dtype
     )
+    if draws.shape != (config.num_copies * config.num_particles, problem.dim):
+        raise InputError(
+            f"prior_sampler(key, num) must return shape (num, dim) = "
+            f"({config.num_copies * config.num_particles}, {problem.dim}), got {draws.shape}"
+        )
     draws = draws.reshape(config.num_copies, config.num_particles, problem.dim)
     loglik = -nll_of_draws(problem, draws)
     loglik = jnp.where(jnp.isnan(loglik), -jnp.inf, loglik)
@@ -342,51 +376,67 @@ def tempered_smc(
         step_size=jnp.full(config.num_copies, initial_step_size, dtype),
     )
     finite = jnp.where(jnp.isfinite(loglik), loglik, jnp.nan)
-    records = [(
+    store = Checkpoint(
+        checkpoint, "tempered_smc", **config._asdict(), key=run_key, particles=draws,
+        initial_step_size=float(initial_step_size),
+    )
+    state, stages, done, run_time = store.resume(state)
+    stages = stages or [_stage_record((
         jnp.zeros(config.num_copies), jnp.zeros(config.num_copies),
         -jnp.nanmean(finite, axis=1), jnp.nanvar(finite, axis=1),
         jnp.full(config.num_copies, jnp.nan), jnp.full(config.num_copies, jnp.nan),
-    )]
+    ))]
     misses = _compiled_stage.cache_info().misses
     stage, compile_time = _compiled_stage(config)
     if _compiled_stage.cache_info().misses == misses:
         compile_time = 0.0
-    start = time.perf_counter()
-    with tqdm(total=1.0, desc="tempering (min beta)", disable=not progress, leave=False) as bar:
-        for index in range(max_stages):
-            state, record = stage(state, jax.random.fold_in(run_key, index))
-            records.append(record)
-            lowest = float(jnp.min(state.beta))
-            bar.update(lowest - bar.n)
+    start, previous_time = time.perf_counter(), run_time
+    lowest = float(jnp.min(state.beta))
+    with store.catching_signals(), tqdm(
+        total=1.0, initial=lowest, desc="tempering (min beta)", disable=not progress, leave=False
+    ) as bar:
+        for index in range(done, max_stages):
             if lowest >= 1.0:
                 break
-        else:
-            raise RuntimeError(
-                f"beta = 1 not reached in {max_stages} stages (lowest beta {lowest:.3g}); "
-                f"lower target_ess or raise max_stages"
-            )
-    columns = [np.stack([np.asarray(r[i], np.float64) for r in records], axis=1) for i in range(6)]
-    betas, path, mean_nll, var_nll, acceptance, step_size = columns
+            state, record = stage(state, jax.random.fold_in(run_key, index))
+            stages.append(_stage_record(record))
+            lowest = float(jnp.min(state.beta))
+            bar.update(lowest - bar.n)
+            run_time = previous_time + time.perf_counter() - start
+            store.save(state, stages, units_done=index + 1, run_time=run_time,
+                       complete=lowest >= 1.0)
+    if lowest < 1.0:
+        raise RuntimeError(
+            f"beta = 1 not reached in {max_stages} stages (lowest beta {lowest:.3g}); "
+            f"lower target_ess or raise max_stages"
+        )
+    betas, path, mean_nll, var_nll, acceptance, step_size = join_records(stages)
     return SMCRun(
         log_evidence=np.asarray(state.log_evidence, np.float64),
         betas=betas, log_evidence_path=path, mean_nll=mean_nll, var_nll=var_nll,
         acceptance=acceptance, step_size=step_size,
         num_stages=np.sum(np.isfinite(betas), axis=1) - 1,
         particles=np.asarray(state.position),
-        compile_time=compile_time, run_time=time.perf_counter() - start,
+        compile_time=compile_time, run_time=run_time,
     )
 
 
-def _validate(problem, num_particles, num_copies, target_ess, num_mcmc_steps, num_leapfrog):
-    if not isinstance(problem, Problem):
-        raise ValueError(f"problem must be an slt.Problem, got {type(problem).__name__}")
+def _stage_record(record) -> tuple[np.ndarray, ...]:
+    """A stage's record, arrays of shape (copy,), as float64 columns of shape (copy, 1)."""
+    return tuple(np.asarray(column, np.float64)[:, None] for column in record)
+
+
+def _validate(problem, key, prior_sampler, **settings):
+    """Check `tempered_smc`'s arguments (`slt.validation`); raise InputError naming a bad one."""
+    require_problem(problem)
     if not problem.has_prior:
         raise ValueError("tempering from the prior needs a proper prior (log_prior= in from_loss)")
-    if int(num_particles) < 2 or int(num_copies) < 1:
-        raise ValueError(
-            f"num_particles must be >= 2 and num_copies >= 1, got {num_particles}, {num_copies}"
-        )
-    if not 0 < target_ess < 1:
-        raise ValueError(f"target_ess must be in (0, 1), got {target_ess}")
-    if int(num_mcmc_steps) < 1 or int(num_leapfrog) < 1:
-        raise ValueError("num_mcmc_steps and num_leapfrog must be >= 1")
+    require_key(key)
+    require_callable("prior_sampler", prior_sampler, optional=True)
+    minima = {"num_particles": 2, "num_copies": 1, "num_mcmc_steps": 1, "num_leapfrog": 1,
+              "max_stages": 1}
+    for name, minimum in minima.items():
+        require_int(name, settings[name], minimum=minimum)
+    require_in_interval("target_ess", settings["target_ess"], 0.0, 1.0)
+    require_in_interval("target_acceptance", settings["target_acceptance"], 0.0, 1.0)
+    require_positive("initial_step_size", settings["initial_step_size"])

@@ -69,6 +69,12 @@ def test_sgld_sampler_rejects_a_bad_step_size_and_reports_divergence():
     case = conjugate_regression()
     with pytest.raises(ValueError, match="step_size"):
         wbic(case.problem, jax.random.key(0), sampler="sgld", step_size=-1.0, progress=False)
+    no_prior = slt.Problem.from_loss(
+        lambda params, batch: (batch["y"] - batch["x"] @ params["w"]) ** 2,
+        {"w": jnp.zeros(3)}, case.problem.data,
+    )
+    with pytest.raises(ValueError, match="proper prior"):
+        wbic(no_prior, jax.random.key(0), sampler="sgld", progress=False)
     with pytest.raises(FloatingPointError, match="try step_size"):
         wbic(case.problem, jax.random.key(0), sampler="sgld", step_size=10.0, num_warmup=10,
              num_samples=10, progress=False)

@@ -92,7 +92,7 @@ def test_plots_one_and_two_dimensional_scans():
         ({"sigma": [-1.0, 1.0]}, {}, "leaves the support of 'sigma'"),
         ({"mu": [0.0, np.nan]}, {}, "finite"),
         ({"mu": [[0.0, 1.0]]}, {}, "1-D"),
-        ({"mu": [0.0]}, {"chunk_size": 0}, "chunk_size must be >= 1"),
+        ({"mu": [0.0]}, {"chunk_size": 0}, "chunk_size must be an integer >= 1"),
         ({"mu": [0.0]}, {"kind": "bogus"}, "kind must be one of"),
     ],
 )

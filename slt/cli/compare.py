@@ -1,0 +1,134 @@
+"""`slt compare`: rank model classes on one data set by their free energy F = -log Z.
+
+Runs `slt.compare` on one `Problem` per ``--model``, prints its table (BIC, Laplace, WBIC, the
+reference F by tempered SMC, n L_n(ŵ) + λ̂ log n: all on the scale F ≈ n L_n + λ log n, lower
+is better) and the model each criterion picks; with ``--out DIR`` also writes
+comparison.csv (the table), comparison.json (table, choices, diagnostics), comparison.png
+(the plot) and comparison.nc (the full result, `slt.results.load` reads it back).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import jax
+import pandas as pd
+
+from slt.cli.inputs import OutputFolder, UsageError, load_data, parse_model
+from slt.cli.options import add_data_options, add_output_options, positive_int
+from slt.estimators.compare import METHODS, compare
+from slt.problem import Problem
+
+__all__ = ["add_parser", "run", "OUTPUT_FILES", "DEFAULT_METHODS"]
+
+OUTPUT_FILES = ("comparison.csv", "comparison.json", "comparison.png", "comparison.nc")
+DEFAULT_METHODS = ("bic", "laplace", "wbic", "free_energy", "rlct")
+
+
+def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
+    parser = subparsers.add_parser(
+        "compare",
+        parents=[common],
+        help="compare model classes on your data by free energy",
+        description=(
+            "Compare model classes on one data set by free energy F = -log Z (lower is "
+            "better): BIC, Laplace, WBIC, a reference F by tempered SMC and n L_n(ŵ) + λ̂ log n "
+            "side by side, and the model each criterion selects."
+        ),
+        epilog=(
+            "Examples:\n"
+            "  slt compare faithful.csv --y eruptions -m 'gaussian_mixture(1)' "
+            "-m 'gaussian_mixture(2)'\n"
+            "  slt compare data.npz -m mymodels:small -m mymodels:large --out results/"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_data_options(parser, required=True)
+    parser.add_argument(
+        "-m", "--model", action="append", required=True, metavar="MODEL",
+        help="a model class; repeat for each class to compare (at least two). A built-in "
+             "with arguments, e.g. 'gaussian_mixture(2)', or module:function for your NumPyro "
+             "model",
+    )
+    parser.add_argument(
+        "--methods", default=",".join(DEFAULT_METHODS),
+        help=f"comma-separated estimators, any of {','.join(METHODS)} "
+             f"(default: {','.join(DEFAULT_METHODS)}; loo adds a PSIS-LOO check)",
+    )
+    parser.add_argument("--num-samples", type=positive_int, default=1000,
+                        help="NUTS draws per chain and temperature for wbic, rlct and loo "
+                             "(default: 1000)")
+    parser.add_argument("--num-warmup", type=positive_int, default=1000,
+                        help="NUTS warm-up steps (default: 1000)")
+    parser.add_argument("--num-particles", type=positive_int, default=1000,
+                        help="SMC particles per copy for the reference F (default: 1000)")
+    add_output_options(parser, OUTPUT_FILES)
+    parser.set_defaults(run=run)
+
+
+def _methods(text: str) -> tuple[str, ...]:
+    methods = tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = [name for name in methods if name not in METHODS]
+    if not methods or unknown:
+        raise UsageError(f"--methods {text!r}: unknown {unknown or text!r}; "
+                         f"choose from {', '.join(METHODS)}")
+    return methods
+
+
+def _problems(args: argparse.Namespace) -> dict[str, Problem]:
+    if len(args.model) < 2:
+        raise UsageError("give at least two --model options to compare")
+    if len(set(args.model)) != len(args.model):
+        raise UsageError("the same --model is given twice")
+    problems = {}
+    for text in args.model:
+        choice = parse_model(text)
+        data = load_data(args.data, choice, x_columns=args.x, y_columns=args.y)
+        problems[text] = Problem(choice.model, data)
+    return problems
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the problems, compare them, print and (with --out) write the result."""
+    methods = _methods(args.methods)
+    out = None if args.out is None else OutputFolder(args.out, OUTPUT_FILES, force=args.force)
+    problems = _problems(args)
+    sampling = {"num_samples": args.num_samples, "num_warmup": args.num_warmup}
+    result = compare(
+        problems, jax.random.key(args.seed), methods=methods,
+        wbic_options=sampling if "rlct" not in methods else None,
+        rlct_options=sampling, loo_options=sampling,
+        free_energy_options={"num_particles": args.num_particles},
+        progress=args.progress,
+    )
+    print(format_comparison(result))
+    if out is not None:
+        write_comparison(out, result, "comparison")
+        print(f"\nwrote {', '.join(str(out.path(name)) for name in OUTPUT_FILES)}")
+    return 0
+
+
+def format_comparison(result) -> str:
+    """The comparison table and each criterion's choice, as text for the terminal."""
+    with pd.option_context("display.width", 200, "display.max_columns", 40):
+        table = result.table.to_string(float_format=lambda v: f"{v:.4g}")
+    choices = "\n".join(f"  {criterion:<12} -> {name}" for criterion, name in
+                        result.choices.items())
+    lines = [table, "", "selected (lowest free energy; highest elpd for loo):", choices]
+    if result.warnings:
+        lines += ["", f"{len(result.warnings)} diagnostic(s):"]
+        lines += [f"  {message}" for message in result.warnings]
+    return "\n".join(lines)
+
+
+def write_comparison(out: OutputFolder, result, stem: str) -> None:
+    """Write `<stem>.csv`, `.json`, `.png` and `.nc` of a `ComparisonResult` into `out`."""
+    out.write(f"{stem}.csv", lambda path: result.table.to_csv(path, index_label="model"))
+    out.write_json(f"{stem}.json", {
+        "table": result.table.reset_index(names="model").to_dict(orient="records"),
+        "choices": result.choices,
+        "methods": list(result.methods),
+        "warnings": list(result.warnings),
+    })
+    out.write_figure(f"{stem}.png", result.plot())
+    out.save(f"{stem}.nc", result)

@@ -1,0 +1,455 @@
+"""Relative Fisher information (RFIM) of one neuron, one layer or two layers, in closed form.
+
+The relative Fisher information of a component with parameters theta, response h and
+everything else held fixed (its inputs x, the layers after it) is the Fisher information of
+p(h | theta, x) alone (Sun & Nielsen 2016, Definition 1):
+
+    g^h(theta | x) = E_{h ~ p(h | theta, x)} [ grad_theta log p(h | theta, x) grad^T ],
+
+averaged here over the given inputs x_1..x_n (uniform weights). For a neuron with
+pre-activation t = w^T x + b = w~^T x~, x~ = (x, 1), every case is a weight times x~ x~^T:
+
+    g(w~) = (1/n) sum_i nu(t_i) x~_i x~_i^T.
+
+Response models and weights nu(t) (`neuron_weight`):
+
+* "tanh": y in {-1, 1}, p(y = 1) = (1 + tanh t) / 2 (Bernoulli): nu = sech^2 t = 1 - tanh^2 t.
+* "sigmoid": y in {0, 1}, p(y = 1) = sigm(t) (Bernoulli, logistic regression):
+  nu = sigm(t) (1 - sigm(t)).
+* every other activation f is a Gaussian response y ~ N(f(t), s^2): nu = f'(t)^2 / s^2
+  (the generic Gaussian neuron, the seed's eq. 58), with f' from `ACTIVATIONS`:
+  "identity" (f' = 1), "relu" (f' = 1[t > 0]), "leaky_relu" (slope i for t < 0, the paper's
+  PReLU: nu = i^2 / s^2 there, the paper's eq. 16 misprints it mu^2 / s^2), "smooth_relu"
+  (relu_w(t) = w log(exp(i t / w) + exp(t / w)), f' = i + (1 - i) sigm((1 - i) t / w); the
+  paper's eq. 17 misprints the first exponent), "softplus" (w log(1 + exp(t / w)),
+  f' = sigm(t / w): smooth_relu with i = 0), "elu" (t for t >= 0, a (e^t - 1) below:
+  f' = a e^t for t < 0, so nu is continuous at 0 only for a = 1, despite the paper's claim).
+  A callable activation is taken as a Gaussian response with f' by autodiff.
+  At the kink t = 0 of relu and leaky_relu, f' is taken from the t < 0 side (as
+  `jax.nn.relu`'s gradient is); inputs land there with probability zero.
+
+Layers (parameters ordered neuron by neuron: w_1, b_1, w_2, b_2, ...; `neuron_major_order`
+maps the library's site order W row-major then b to it):
+
+* `linear_layer_fisher`: y ~ N(W x + b, s^2 I): (1 / s^2) I_m (x) mean x~ x~^T.
+* `layer_fisher`: independent responses y_l of one activation: block diagonal, block l
+  = mean nu(t_l) x~ x~^T (no coupling between neurons).
+* `softmax_layer_fisher`: p(y = k) = eta_k = softmax(W x + b)_k: (diag eta - eta eta^T) (x)
+  x~ x~^T, averaged. Always singular: adding one vector to every class's w~ leaves p
+  unchanged, so the rank is at most (m - 1)(D_x + 1).
+* `two_layer_fisher`: a = V x + b, h = f(a) deterministic, t = U h + c, independent
+  responses y_l around t_l: the (V, b) block of the full Fisher,
+
+      G_ij = mean_x sum_l U_li U_lj nu_out(t_l) f'(a_i) f'(a_j) x~ x~^T,
+
+  with f' the hidden activation's derivative. The paper's eq. 26 writes nu_f(w_i, x) where
+  f'(a_i) belongs; the two agree only for sigmoid and tanh hidden units (seed-004 digest).
+  Because h is deterministic this is an exact block of the network's Fisher: it sees the
+  singularities of the outgoing weights (U_{.i} = 0 makes unit i's block vanish).
+
+A relative Fisher is a surrogate metric, not an identifiability test: the one-layer forms
+ignore the layers downstream, so they stay full rank at the singular points of the whole
+network (c_i = 0, w_i = +-w_j). Use them as preconditioners (relative natural gradient) or
+per-layer diagnostics (dead or saturated units: nu = 0); use `fisher_information` for the
+rank and determinant of the model.
+
+All functions are pure JAX (jit- and vmap-able) and return (k, k) arrays in the dtype of
+their inputs (float64 when 64-bit JAX is enabled).
+
+References:
+  K. Sun, F. Nielsen (2016), Relative Natural Gradient for Learning Large Complex Models,
+  arXiv:1606.06069, eqs. 12-26 and appendices B-I; digest with errata in
+  shared/reference/seed-004-relative-fim.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = [
+    "ACTIVATIONS",
+    "BERNOULLI_ACTIVATIONS",
+    "activation_function",
+    "layer_fisher",
+    "linear_layer_fisher",
+    "neuron_fisher",
+    "neuron_major_order",
+    "neuron_weight",
+    "softmax_layer_fisher",
+    "two_layer_fisher",
+]
+
+
+def _leaky(t, slope):
+    return jnp.where(t > 0, t, slope * t)
+
+
+def _leaky_derivative(t, slope):
+    return jnp.where(t > 0, 1.0, slope) * jnp.ones_like(t)
+
+
+def _smooth_relu(t, slope, smoothness):
+    return smoothness * jnp.logaddexp(slope * t / smoothness, t / smoothness)
+
+
+def _smooth_relu_derivative(t, slope, smoothness):
+    return slope + (1.0 - slope) * jax.nn.sigmoid((1.0 - slope) * t / smoothness)
+
+
+def _elu(t, alpha):
+    return jnp.where(t >= 0, t, alpha * jnp.expm1(jnp.minimum(t, 0.0)))
+
+
+def _elu_derivative(t, alpha):
+    return jnp.where(t >= 0, 1.0, alpha * jnp.exp(jnp.minimum(t, 0.0)))
+
+
+# name -> (f(t, **shape), f'(t, **shape), the shape parameters it takes)
+ACTIVATIONS: dict[str, tuple[Callable, Callable, tuple[str, ...]]] = {
+    "tanh": (lambda t: jnp.tanh(t), lambda t: 1.0 - jnp.tanh(t) ** 2, ()),
+    "sigmoid": (
+        lambda t: jax.nn.sigmoid(t),
+        lambda t: jax.nn.sigmoid(t) * jax.nn.sigmoid(-t),
+        (),
+    ),
+    "identity": (lambda t: t, lambda t: jnp.ones_like(t), ()),
+    "relu": (lambda t: _leaky(t, 0.0), lambda t: _leaky_derivative(t, 0.0), ()),
+    "leaky_relu": (_leaky, _leaky_derivative, ("slope",)),
+    "smooth_relu": (_smooth_relu, _smooth_relu_derivative, ("slope", "smoothness")),
+    "softplus": (
+        lambda t, smoothness: _smooth_relu(t, 0.0, smoothness),
+        lambda t, smoothness: _smooth_relu_derivative(t, 0.0, smoothness),
+        ("smoothness",),
+    ),
+    "elu": (_elu, _elu_derivative, ("alpha",)),
+}
+"""Activations f with their derivatives f' and the shape parameters each takes."""
+
+BERNOULLI_ACTIVATIONS = ("tanh", "sigmoid")
+"""Activations whose neuron is a Bernoulli response (every other one is Gaussian)."""
+
+# Defaults of the shape parameters: leaky slope 0.01 is jax.nn.leaky_relu's; smoothness 1
+# gives the standard softplus; alpha = 1 is the ELU whose nu is continuous at 0.
+_SHAPE_DEFAULTS = {"slope": 0.01, "smoothness": 1.0, "alpha": 1.0}
+
+
+def _check_shape_parameters(name: str, given: dict[str, Any]) -> dict[str, float]:
+    takes = ACTIVATIONS[name][2]
+    extra = sorted(k for k, v in given.items() if v is not None and k not in takes)
+    if extra:
+        raise ValueError(f"activation {name!r} takes no {extra} (it takes {list(takes) or 'none'})")
+    shape = {k: float(_SHAPE_DEFAULTS[k] if given.get(k) is None else given[k]) for k in takes}
+    if "slope" in shape and not 0.0 <= shape["slope"] < 1.0:
+        raise ValueError(f"slope must be in [0, 1), got {shape['slope']}")
+    if "smoothness" in shape and not shape["smoothness"] > 0:
+        raise ValueError(f"smoothness must be > 0, got {shape['smoothness']}")
+    if "alpha" in shape and not shape["alpha"] > 0:
+        raise ValueError(f"alpha must be > 0, got {shape['alpha']}")
+    return shape
+
+
+def activation_function(
+    activation: str | Callable,
+    *,
+    slope: float | None = None,
+    smoothness: float | None = None,
+    alpha: float | None = None,
+) -> tuple[Callable, Callable]:
+    """(f, f') for an activation of `ACTIVATIONS` (or a callable, f' by autodiff).
+
+    Args:
+      activation: a name in `ACTIVATIONS` or an elementwise callable.
+      slope: the slope i in [0, 1) for t < 0 ("leaky_relu", default 0.01; "smooth_relu",
+        default 0.01).
+      smoothness: w > 0 ("smooth_relu", "softplus"; default 1).
+      alpha: a > 0 ("elu"; default 1).
+
+    Returns:
+      (f, f_prime), both elementwise functions of t.
+
+    Example:
+      >>> f, f_prime = activation_function("softplus", smoothness=0.5)
+    """
+    given = {"slope": slope, "smoothness": smoothness, "alpha": alpha}
+    if callable(activation) and not isinstance(activation, str):
+        if any(v is not None for v in given.values()):
+            raise ValueError("slope / smoothness / alpha are for named activations")
+        derivative = jnp.vectorize(jax.grad(lambda t: activation(t)))
+        return activation, derivative
+    if activation not in ACTIVATIONS:
+        raise ValueError(
+            f"activation must be one of {sorted(ACTIVATIONS)} or a callable, got {activation!r}"
+        )
+    shape = _check_shape_parameters(activation, given)
+    function, derivative, _ = ACTIVATIONS[activation]
+    return partial(function, **shape), partial(derivative, **shape)
+
+
+def _response(activation, noise_scale, shape) -> Callable:
+    """t -> nu(t) for the neuron's response model (module docstring)."""
+    _, derivative = activation_function(activation, **shape)
+    if isinstance(activation, str) and activation in BERNOULLI_ACTIVATIONS:
+        if noise_scale is not None:
+            raise ValueError(
+                f"a {activation!r} neuron has a Bernoulli response; noise_scale is for "
+                "Gaussian ones"
+            )
+        return derivative  # sech^2 t, sigm(t)(1 - sigm(t)): p'^2 / (p (1 - p))
+    noise_scale = 1.0 if noise_scale is None else float(noise_scale)
+    if not noise_scale > 0:
+        raise ValueError(f"noise_scale must be > 0, got {noise_scale}")
+    return lambda t: derivative(t) ** 2 / noise_scale**2
+
+
+def neuron_weight(
+    activation: str | Callable,
+    t: Any,
+    *,
+    noise_scale: float | None = None,
+    slope: float | None = None,
+    smoothness: float | None = None,
+    alpha: float | None = None,
+) -> jax.Array:
+    """nu(t): the Fisher information of a neuron's response about its pre-activation t.
+
+    nu = sech^2 t (tanh), sigm(t)(1 - sigm(t)) (sigmoid), f'(t)^2 / s^2 (Gaussian responses);
+    see the module docstring.
+
+    Args:
+      activation: a name in `ACTIVATIONS` or a callable (Gaussian response).
+      t: pre-activations, any shape.
+      noise_scale: s of a Gaussian response (default 1); refused for Bernoulli responses.
+      slope, smoothness, alpha: shape parameters (`activation_function`).
+
+    Returns:
+      nu(t), the shape of t.
+
+    Example:
+      >>> neuron_weight("relu", jnp.array([-1.0, 2.0]), noise_scale=0.5)   # [0, 4]
+    """
+    shape = {"slope": slope, "smoothness": smoothness, "alpha": alpha}
+    return _response(activation, noise_scale, shape)(jnp.asarray(t))
+
+
+def _augmented(x: Any) -> jax.Array:
+    """x (n, D_x) -> x~ = (x, 1), shape (n, D_x + 1); checks shape and finiteness."""
+    x = jnp.asarray(x)
+    if x.ndim != 2 or x.shape[0] == 0:
+        raise ValueError(f"x must have shape (n, num_inputs) with n >= 1, got {x.shape}")
+    if not isinstance(x, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(x))):
+        raise ValueError("x has non-finite values")
+    return jnp.concatenate([x, jnp.ones((x.shape[0], 1), x.dtype)], axis=1)
+
+
+def _layer_parameters(W: Any, b: Any, num_inputs: int, what: str) -> tuple[jax.Array, jax.Array]:
+    W, b = jnp.asarray(W), jnp.asarray(b)
+    if W.ndim != 2 or W.shape[1] != num_inputs or b.shape != (W.shape[0],):
+        raise ValueError(
+            f"{what}: weights must be (num_units, {num_inputs}) and biases (num_units,), got "
+            f"{W.shape} and {b.shape}"
+        )
+    return W, b
+
+
+def _weighted_second_moment(weights: jax.Array, augmented: jax.Array) -> jax.Array:
+    """mean_i C_i (x) x~_i x~_i^T for coefficients C_i (n, k, k): (k (D+1), k (D+1))."""
+    n, k = weights.shape[0], weights.shape[1]
+    size = augmented.shape[1]
+    blocks = jnp.einsum("njk,na,nb->jakb", weights, augmented, augmented) / n
+    return blocks.reshape(k * size, k * size)
+
+
+def neuron_fisher(
+    activation: str | Callable,
+    w: Any,
+    b: Any,
+    x: Any,
+    *,
+    noise_scale: float | None = None,
+    slope: float | None = None,
+    smoothness: float | None = None,
+    alpha: float | None = None,
+) -> jax.Array:
+    """Relative Fisher of one neuron: (1/n) sum_i nu(w^T x_i + b) x~_i x~_i^T (eq. 21).
+
+    Args:
+      activation: response model (module docstring): a name in `ACTIVATIONS` or a callable.
+      w: input weights (D_x,); b: the bias (scalar).
+      x: inputs (n, D_x).
+      noise_scale, slope, smoothness, alpha: as in `neuron_weight`.
+
+    Returns:
+      (D_x + 1, D_x + 1) in the order (w_1, ..., w_{D_x}, b). Rank at most the number of
+      inputs with nu > 0 (a dead ReLU unit gives the zero matrix).
+
+    Example:
+      >>> neuron_fisher("sigmoid", jnp.array([1.0, -0.5]), 0.2, x)   # logistic regression
+    """
+    w, b = jnp.asarray(w), jnp.asarray(b)
+    if w.ndim != 1 or b.shape != ():
+        raise ValueError(f"neuron_fisher: w must be (num_inputs,) and b a scalar, got "
+                         f"{w.shape} and {b.shape}")
+    return layer_fisher(activation, w[None, :], b[None], x, noise_scale=noise_scale,
+                        slope=slope, smoothness=smoothness, alpha=alpha)
+
+
+def layer_fisher(
+    activation: str | Callable,
+    W: Any,
+    b: Any,
+    x: Any,
+    *,
+    noise_scale: float | None = None,
+    slope: float | None = None,
+    smoothness: float | None = None,
+    alpha: float | None = None,
+) -> jax.Array:
+    """Relative Fisher of a layer y_l ~ response(w_l^T x + b_l), l = 1..m, independently.
+
+    Block diagonal (eq. 23): block l is (1/n) sum_i nu(t_il) x~_i x~_i^T.
+
+    Args:
+      activation: response model of every unit (module docstring).
+      W: weights (m, D_x); b: biases (m,).
+      x: inputs (n, D_x).
+      noise_scale, slope, smoothness, alpha: as in `neuron_weight`.
+
+    Returns:
+      (m (D_x + 1), m (D_x + 1)), neuron-major: (W[0, :], b[0], W[1, :], b[1], ...).
+
+    Example:
+      >>> layer_fisher("relu", V, b, x, noise_scale=1.0)
+    """
+    augmented = _augmented(x)
+    W, b = _layer_parameters(W, b, augmented.shape[1] - 1, "layer_fisher")
+    nu = _response(activation, noise_scale,
+                   {"slope": slope, "smoothness": smoothness, "alpha": alpha})
+    weights = nu(augmented[:, :-1] @ W.T + b)  # (n, m)
+    coefficients = jax.vmap(jnp.diag)(weights)
+    return _weighted_second_moment(coefficients, augmented)
+
+
+def linear_layer_fisher(x: Any, num_outputs: int, *, noise_scale: float = 1.0) -> jax.Array:
+    """Relative Fisher of a linear layer y ~ N(W x + b, s^2 I): (1/s^2) I_m (x) mean x~ x~^T.
+
+    Independent of W (eq. 22): the uncentred second moment of the augmented inputs, which is
+    what whitening or batch normalisation conditions.
+
+    Args:
+      x: inputs (n, D_x).
+      num_outputs: m.
+      noise_scale: s > 0.
+
+    Returns:
+      (m (D_x + 1), m (D_x + 1)), neuron-major.
+
+    Example:
+      >>> linear_layer_fisher(x, 3, noise_scale=0.5)
+    """
+    if isinstance(num_outputs, bool) or int(num_outputs) != num_outputs or num_outputs < 1:
+        raise ValueError(f"num_outputs must be a positive integer, got {num_outputs!r}")
+    if not noise_scale > 0:
+        raise ValueError(f"noise_scale must be > 0, got {noise_scale}")
+    augmented = _augmented(x)
+    moment = augmented.T @ augmented / augmented.shape[0]
+    return jnp.kron(jnp.eye(int(num_outputs), dtype=moment.dtype), moment) / noise_scale**2
+
+
+def softmax_layer_fisher(W: Any, b: Any, x: Any) -> jax.Array:
+    """Relative Fisher of a softmax layer p(y = k | x) = softmax(W x + b)_k (eq. 25).
+
+    (1/n) sum_i (diag eta_i - eta_i eta_i^T) (x) x~_i x~_i^T with eta_i = softmax(W x_i + b).
+    Singular at every point: the vectors (v, v, ..., v) are null (rank <= (m - 1)(D_x + 1));
+    pin one class's weights to remove them.
+
+    Args:
+      W: weights (m, D_x); b: biases (m,).
+      x: inputs (n, D_x).
+
+    Returns:
+      (m (D_x + 1), m (D_x + 1)), class-major: (W[0, :], b[0], W[1, :], b[1], ...).
+
+    Example:
+      >>> softmax_layer_fisher(W, b, x)
+    """
+    augmented = _augmented(x)
+    W, b = _layer_parameters(W, b, augmented.shape[1] - 1, "softmax_layer_fisher")
+    eta = jax.nn.softmax(augmented[:, :-1] @ W.T + b, axis=-1)  # (n, m)
+    coefficients = jax.vmap(jnp.diag)(eta) - eta[:, :, None] * eta[:, None, :]
+    return _weighted_second_moment(coefficients, augmented)
+
+
+def two_layer_fisher(
+    V: Any,
+    b: Any,
+    U: Any,
+    c: Any,
+    x: Any,
+    *,
+    hidden: str | Callable = "tanh",
+    output: str | Callable = "identity",
+    noise_scale: float | None = None,
+    hidden_shape: dict[str, float] | None = None,
+    output_shape: dict[str, float] | None = None,
+) -> jax.Array:
+    """Relative Fisher of the first layer (V, b) of y_l ~ response_out(U f(V x + b) + c).
+
+    G_ij = (1/n) sum_x sum_l U_li U_lj nu_out(t_l) f'(a_i) f'(a_j) x~ x~^T, a = V x + b,
+    t = U f(a) + c: the seed's eq. 26 with f'(a_i) in place of nu_f(w_i, x) (module
+    docstring). With h deterministic it is the (V, b) block of the network's Fisher; for
+    `slt.models.two_layer_network` (identity output, Gaussian noise s) it equals that block
+    of `fisher_information(...)` exactly.
+
+    Args:
+      V: first-layer weights (h, D_x); b: its biases (h,).
+      U: second-layer weights (m, h); c: its biases (m,).
+      x: inputs (n, D_x).
+      hidden: the hidden activation f (a name in `ACTIVATIONS` or a callable).
+      output: the output neuron's response model ("identity" for Gaussian regression,
+        "sigmoid" or "tanh" for Bernoulli outputs, ...).
+      noise_scale: s of a Gaussian output (default 1).
+      hidden_shape, output_shape: shape parameters of the two activations, e.g.
+        {"smoothness": 0.5}.
+
+    Returns:
+      (h (D_x + 1), h (D_x + 1)), hidden-unit-major: (V[0, :], b[0], V[1, :], b[1], ...).
+
+    Example:
+      >>> two_layer_fisher(V, b, U, c, x, hidden="tanh", output="identity", noise_scale=0.5)
+    """
+    augmented = _augmented(x)
+    V, b = _layer_parameters(V, b, augmented.shape[1] - 1, "two_layer_fisher (V, b)")
+    U, c = _layer_parameters(U, c, V.shape[0], "two_layer_fisher (U, c)")
+    function, derivative = activation_function(hidden, **(hidden_shape or {}))
+    nu = _response(output, noise_scale, dict(output_shape or {}))
+    pre_hidden = augmented[:, :-1] @ V.T + b  # (n, h)
+    pre_output = function(pre_hidden) @ U.T + c  # (n, m)
+    slopes = derivative(pre_hidden)  # (n, h)
+    outer = jnp.einsum("nl,li,lj->nij", nu(pre_output), U, U)
+    coefficients = outer * slopes[:, :, None] * slopes[:, None, :]
+    return _weighted_second_moment(coefficients, augmented)
+
+
+def neuron_major_order(num_units: int, num_inputs: int) -> np.ndarray:
+    """Indices taking site-major coordinates (W row-major, then b) to neuron-major ones.
+
+    The library's Fisher coordinates list a layer as W[0,0], ..., W[m-1, D-1], b[0], ...,
+    b[m-1]; the relative Fisher lists W[0, :], b[0], W[1, :], b[1], .... With
+    `order = neuron_major_order(m, D)`, `fisher.matrix[np.ix_(order, order)]` is in the
+    relative Fisher's order (for a network, the first m (D + 1) coordinates are V and b).
+
+    Example:
+      >>> neuron_major_order(2, 3)    # array([0, 1, 2, 6, 3, 4, 5, 7])
+    """
+    units, inputs = int(num_units), int(num_inputs)
+    if units < 1 or inputs < 1:
+        raise ValueError(f"num_units and num_inputs must be >= 1, got {num_units}, {num_inputs}")
+    weights = np.arange(units * inputs).reshape(units, inputs)
+    biases = units * inputs + np.arange(units)[:, None]
+    return np.concatenate([weights, biases], axis=1).ravel()

@@ -1,0 +1,134 @@
+"""Tiny runs of the sampling estimators, shared by test_checkpoint.py and test_reproducibility.py.
+
+One small regular problem (linear regression with two parameters, n = 40, standard normal
+prior) and, in `RUNS`, a short checkpointable run of `slt.llc`, `slt.wbic` (NUTS) and
+`slt.free_energy` on it, each `run(key, checkpoint=None)`. The problem is built once per
+process, so that the estimators' compiled programs are shared between the tests.
+
+Run as a script, `python tests/run_cases.py NAME CHECKPOINT` performs run NAME with key 0 and
+that checkpoint in float64, each checkpoint write delayed by `SAVE_DELAY` seconds so that a
+test can signal the process reliably mid-run; the delay changes when things happen, never
+what is computed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import sys
+import time
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+import slt
+
+SAVE_DELAY = 0.25
+NUM_EXAMPLES = 40
+
+
+@functools.cache
+def problem() -> slt.Problem:
+    """y = 0.5 + x + N(0, 1) noise at 40 inputs on [-1, 1]; w ~ N(0, I_2)."""
+    x = np.linspace(-1.0, 1.0, NUM_EXAMPLES)
+    y = 0.5 + x + np.random.default_rng(0).normal(size=NUM_EXAMPLES)
+
+    def nll(params, batch):
+        w = params["w"]
+        return 0.5 * (batch["y"] - w[0] - w[1] * batch["x"]) ** 2 + 0.5 * jnp.log(2 * jnp.pi)
+
+    def log_prior(params):
+        return jnp.sum(jax.scipy.stats.norm.logpdf(params["w"]))
+
+    return slt.Problem.from_loss(nll, {"w": jnp.zeros(2)}, {"x": x, "y": y}, log_prior=log_prior)
+
+
+def minimum() -> dict:
+    """The least-squares (maximum-likelihood) parameters: w* for the LLC."""
+    data = problem().data
+    design = np.stack([np.ones(NUM_EXAMPLES), np.asarray(data["x"])], axis=1)
+    return {"w": jnp.asarray(np.linalg.lstsq(design, np.asarray(data["y"]), rcond=None)[0])}
+
+
+def prior_draws(key, num):
+    return jax.random.normal(key, (num, 2))
+
+
+def run_llc(key, checkpoint=None, **options):
+    """30 chunks of 10 steps, two chains."""
+    settings = dict(num_chains=2, num_burnin=20, num_draws=280, step_size=2e-3, batch_size=10,
+                    chunk_size=10, progress=False)
+    return slt.llc(problem(), minimum(), key, checkpoint=checkpoint, **(settings | options))
+
+
+def run_wbic(key, checkpoint=None, **options):
+    """NUTS: 10 chunks of 10 steps, two chains."""
+    settings = dict(num_chains=2, num_warmup=40, num_samples=60, chunk_size=10, progress=False)
+    return slt.wbic(problem(), key, checkpoint=checkpoint, **(settings | options))
+
+
+def run_free_energy(key, checkpoint=None, **options):
+    """Tempered SMC, 32 particles, two copies (a dozen stages)."""
+    settings = dict(num_particles=32, num_copies=2, prior_sampler=prior_draws, progress=False)
+    return slt.free_energy(problem(), key, checkpoint=checkpoint, **(settings | options))
+
+
+RUNS = {"llc": run_llc, "wbic": run_wbic, "free_energy": run_free_energy}
+
+
+def assert_bitwise_equal(first, second, where: str = "result") -> None:
+    """Every number in two results is bitwise the same (timings, named *_time, excepted).
+
+    Walks dataclasses, named tuples, lists, tuples, dicts, ArviZ InferenceData, xarray Datasets
+    and pandas DataFrames down to arrays and scalars, whose dtype, shape and bytes must agree.
+    """
+    if dataclasses.is_dataclass(first) or hasattr(first, "_fields"):
+        names = [f.name for f in dataclasses.fields(first)] if dataclasses.is_dataclass(first) \
+            else first._fields
+        for name in names:
+            if not name.endswith("_time"):
+                assert_bitwise_equal(getattr(first, name), getattr(second, name), f"{where}.{name}")
+    elif isinstance(first, list | tuple):
+        assert len(first) == len(second), where
+        for index, (a, b) in enumerate(zip(first, second, strict=True)):
+            assert_bitwise_equal(a, b, f"{where}[{index}]")
+    elif isinstance(first, dict):
+        assert first.keys() == second.keys(), where
+        for name in first:
+            assert_bitwise_equal(first[name], second[name], f"{where}[{name!r}]")
+    elif isinstance(first, az.InferenceData):
+        assert first.groups() == second.groups(), where
+        for group in first.groups():
+            assert_bitwise_equal(first[group], second[group], f"{where}.{group}")
+    elif isinstance(first, xr.Dataset):
+        assert_bitwise_equal(
+            {name: var.values for name, var in first.data_vars.items()},
+            {name: var.values for name, var in second.data_vars.items()}, where,
+        )
+    elif isinstance(first, pd.DataFrame):
+        pd.testing.assert_frame_equal(first, second, check_exact=True)
+    elif first is None or isinstance(first, str):
+        assert first == second, where
+    else:
+        first, second = np.asarray(first), np.asarray(second)
+        assert (first.dtype, first.shape) == (second.dtype, second.shape), where
+        assert first.tobytes() == second.tobytes(), f"{where} differs"
+
+
+if __name__ == "__main__":
+    jax.config.update("jax_enable_x64", True)
+    from slt.samplers.checkpoint import Checkpoint
+
+    save = Checkpoint.save
+
+    def delayed_save(self, *args, **kwargs):
+        time.sleep(SAVE_DELAY)
+        save(self, *args, **kwargs)
+
+    Checkpoint.save = delayed_save
+    name, path = sys.argv[1:]
+    RUNS[name](jax.random.key(0), checkpoint=path)

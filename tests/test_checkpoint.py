@@ -1,0 +1,141 @@
+"""Checkpoints: a run killed mid-way resumes from its file to the uninterrupted result, bitwise.
+
+Each estimator runs in a child process (`run_cases.py`, its checkpoint writes slowed down so
+that the signal lands mid-run) while this process computes the uninterrupted reference with
+the same key; the child is signalled once its checkpoint holds two units, and the run is then
+resumed here from the file it left.
+"""
+
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from run_cases import RUNS, assert_bitwise_equal, minimum, run_llc
+
+from slt.samplers.checkpoint import Checkpoint, CheckpointError, Interrupted
+
+RUN_CASES = Path(__file__).with_name("run_cases.py")
+KEY = jax.random.key(0)
+
+
+def _meta(path: Path) -> dict:
+    with np.load(path) as archive:
+        return json.loads(str(archive["meta"]))
+
+
+@pytest.fixture
+def saves(monkeypatch):
+    """Records the `units_done` of every checkpoint written in this process;
+    `saves.signal_at[k] = signum` sends this process signum just before write k + 1."""
+    original = Checkpoint.save
+    saved = []
+
+    def recording_save(self, *args, **kwargs):
+        if self.path is not None:
+            if len(saved) in recording_save.signal_at:
+                os.kill(os.getpid(), recording_save.signal_at[len(saved)])
+            saved.append(kwargs["units_done"])
+        original(self, *args, **kwargs)
+
+    recording_save.units = saved
+    recording_save.signal_at = {}
+    monkeypatch.setattr(Checkpoint, "save", recording_save)
+    return recording_save
+
+
+def _wait_for_units(process, path: Path, units: int, stderr, timeout: float = 240.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not (path.exists() and _meta(path)["units_done"] >= units):
+        if process.poll() is not None or time.monotonic() > deadline:
+            stderr.seek(0)
+            pytest.fail(f"the child ended or stalled before {units} units:\n{stderr.read()}")
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize(
+    "name, signum",
+    [("llc", signal.SIGINT), ("wbic", signal.SIGTERM), ("free_energy", signal.SIGTERM),
+     ("llc", signal.SIGKILL)],
+    ids=["llc-SIGINT", "wbic-SIGTERM", "free_energy-SIGTERM", "llc-SIGKILL"],
+)
+def test_a_killed_run_resumes_to_the_uninterrupted_result(tmp_path, saves, name, signum):
+    path = tmp_path / "run.npz"
+    with open(tmp_path / "stderr", "w+") as stderr:
+        child = subprocess.Popen(
+            [sys.executable, str(RUN_CASES), name, str(path)], stdout=subprocess.DEVNULL,
+            stderr=stderr, text=True,
+        )
+        try:
+            reference = RUNS[name](KEY)  # while the child starts up
+            _wait_for_units(child, path, 2, stderr)
+            child.send_signal(signum)
+            assert child.wait(timeout=120) != 0
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+        stderr.seek(0)
+        message = stderr.read()
+    if signum != signal.SIGKILL:  # the current unit is finished and saved, then Interrupted
+        assert "Interrupted" in message and f"{signum.name} received: progress saved" in message
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["run.npz", "stderr"]
+    meta = _meta(path)
+    assert not meta["complete"] and meta["units_done"] >= 2
+    resumed = RUNS[name](KEY, checkpoint=path)
+    assert saves.units[0] == meta["units_done"] + 1  # continued, not started again
+    assert_bitwise_equal(reference, resumed)
+    assert _meta(path)["complete"]
+
+
+def test_a_complete_checkpoint_returns_its_result_without_sampling(tmp_path):
+    path = tmp_path / "llc.npz"
+    first = run_llc(KEY, checkpoint=path)
+    written = path.stat().st_mtime_ns
+    again = run_llc(KEY, checkpoint=path)
+    assert_bitwise_equal(first, again)
+    assert again.run_time == first.run_time and path.stat().st_mtime_ns == written
+
+
+def test_a_checkpoint_of_another_run_is_refused_and_left_alone(tmp_path):
+    path = tmp_path / "llc.npz"
+    run_llc(KEY, checkpoint=path)
+    content = path.read_bytes()
+    with pytest.raises(CheckpointError, match=r"different run \(it differs in: key\)"):
+        run_llc(jax.random.key(1), checkpoint=path)
+    with pytest.raises(CheckpointError, match="differs in: num_steps, step_size"):
+        run_llc(KEY, checkpoint=path, step_size=1e-3, num_draws=100)
+    with pytest.raises(CheckpointError, match="differs in: .*sampler"):
+        RUNS["wbic"](KEY, checkpoint=path)
+    assert path.read_bytes() == content
+    path.write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError, match="not a readable slt checkpoint"):
+        run_llc(KEY, checkpoint=path)
+
+
+@pytest.mark.filterwarnings("ignore:R-hat")
+def test_sgld_wbic_stops_on_a_signal_after_saving_restores_handlers_and_resumes(tmp_path, saves):
+    """In process: the checkpoint reaches `run_chains` through the "sgld" sampler of wbic."""
+    run = functools.partial(
+        RUNS["wbic"], sampler="sgld", init=minimum(), step_size=1e-3, batch_size=10
+    )
+    reference = run(KEY)
+    path = tmp_path / "sgld.npz"
+    before = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    saves.signal_at[2] = signal.SIGINT  # arrives during the third write
+    with pytest.raises(Interrupted) as raised:
+        run(KEY, checkpoint=path)
+    assert isinstance(raised.value, KeyboardInterrupt) and raised.value.path == path
+    assert raised.value.signal == signal.SIGINT and saves.units == [1, 2, 3]
+    assert _meta(path)["units_done"] == 3  # the signalled unit was saved before stopping
+    assert {number: signal.getsignal(number) for number in before} == before
+    resumed = run(KEY, checkpoint=path)
+    assert saves.units[3:] == list(range(4, 11))
+    assert_bitwise_equal(reference, resumed)

@@ -1,0 +1,87 @@
+"""The notebooks in notebooks/ run top to bottom without error, and are stored without outputs.
+
+Each notebook is executed by nbclient in a fresh `python3` kernel. The kernel must be this
+interpreter (the one running pytest, i.e. .venv's): ipykernel's kernelspec names `python`,
+which jupyter_client replaces by `sys.executable` of the launching process;
+`test_kernel_runs_this_interpreter` checks that this is what happens.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+import nbclient
+import nbformat
+import pytest
+
+NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+KERNEL = "python3"
+# Per-cell limit. Each notebook takes under a minute on 2 idle cores (JAX compilation, mostly);
+# the margin is for a loaded CI machine.
+CELL_TIMEOUT = 600
+
+
+def _kernel_env() -> dict:
+    """The environment of the kernel: this one, with matplotlib left to the inline backend."""
+    env = dict(os.environ)
+    env.pop("MPLBACKEND", None)
+    return env
+
+
+def _execute(notebook) -> None:
+    client = nbclient.NotebookClient(
+        notebook,
+        kernel_name=KERNEL,
+        timeout=CELL_TIMEOUT,
+        resources={"metadata": {"path": str(NOTEBOOK_DIR)}},
+    )
+    client.execute(env=_kernel_env())
+
+
+def _code_cells(notebook):
+    return [cell for cell in notebook.cells if cell.cell_type == "code"]
+
+
+def test_the_three_notebooks_exist():
+    assert [path.name for path in NOTEBOOKS] == [
+        "01_compare_model_classes.ipynb",
+        "02_llc_of_a_trained_network.ipynb",
+        "03_fisher_landscapes.ipynb",
+    ]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
+def test_stored_without_outputs(path):
+    notebook = nbformat.read(path, as_version=4)
+    nbformat.validate(notebook)
+    assert notebook.metadata["kernelspec"]["name"] == KERNEL
+    for index, cell in enumerate(_code_cells(notebook)):
+        assert cell.outputs == [], f"{path.name}: code cell {index} has stored outputs"
+        assert cell.execution_count is None, f"{path.name}: code cell {index} has a count"
+
+
+def test_kernel_runs_this_interpreter():
+    notebook = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell("import sys\nprint(sys.prefix)\nprint(sys.executable)")]
+    )
+    _execute(notebook)
+    prefix, executable = notebook.cells[0].outputs[0]["text"].split()
+    assert Path(prefix) == Path(sys.prefix)
+    assert Path(executable) == Path(sys.executable)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
+def test_notebook_executes(path):
+    notebook = nbformat.read(path, as_version=4)
+    _execute(notebook)  # raises CellExecutionError, with the cell and traceback, on any error
+    cells = _code_cells(notebook)
+    assert all(cell.execution_count is not None for cell in cells)
+    outputs = [output for cell in cells for output in cell.outputs]
+    assert not [output for output in outputs if output.output_type == "error"]
+    # every notebook shows tables and figures, and ends on a computed result
+    assert any("image/png" in output.get("data", {}) for output in outputs), "no figure shown"
+    assert any(
+        output.output_type == "execute_result" for output in outputs
+    ), "no cell returned a result"
+    assert cells[-1].outputs, "the last code cell produced no output"

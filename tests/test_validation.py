@@ -1,0 +1,185 @@
+"""Bad input to every public function: a clear InputError (or ValueError) naming the argument.
+
+Every case fails in argument checking, before any sampling, so the module runs in seconds: the
+only computation is one tiny problem and one short fit, shared by all cases.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import slt
+from slt import Problem, models
+from slt.validation import (
+    InputError,
+    require_in_interval,
+    require_int,
+    require_key,
+    require_positive,
+    require_step_size,
+)
+
+SPEC = models.linear_regression(2)
+MIXTURE = models.fixed_component_mixture()
+MIXTURE_POINT = {"pi": 0.5, "mu": 1.0, "sigma": 1.0}
+KEY = jax.random.key(0)
+
+
+@pytest.fixture(scope="module")
+def case():
+    data = SPEC.simulate(jax.random.key(0), {"w": jnp.array([1.0, -1.0])}, 20)
+    problem = SPEC.problem(data)
+    fit = slt.fit_map(problem, jax.random.key(1), num_restarts=1, adam_steps=20, lbfgs_steps=10)
+    return {"problem": problem, "fit": fit, "params": fit.params, "data": data}
+
+
+def _nan_params(case):
+    return {"w": jnp.array([jnp.nan, 0.0])}
+
+
+# (function, arguments built from the case, overrides, fragment of the message)
+CASES = [
+    # Problem
+    ("Problem", lambda c: (SPEC.model, {"x": c["data"]["x"], "y": np.where(
+        np.arange(20) == 3, np.inf, c["data"]["y"])}), {}, r"data\['y'\] has 1 non-finite"),
+    ("Problem", lambda c: (SPEC.model, {"x": c["data"]["x"][:, 0], "y": c["data"]["y"]}), {},
+     "failed on data of shapes"),
+    ("Problem", lambda c: (SPEC.model, {"x": c["data"]["x"], "y": c["data"]["y"][:5]}), {},
+     "share their first"),
+    ("Problem", lambda c: (SPEC.model, {"x": c["data"]["x"][:0], "y": c["data"]["y"][:0]}), {},
+     "is empty"),
+    ("Problem", lambda c: (SPEC.model, {"x": c["data"]["x"], "y": np.array(["a"] * 20)}), {},
+     "dtype <U1"),
+    ("Problem", lambda c: (SPEC.model, c["data"]), {"x64": "yes"}, "x64 must be None, True"),
+    ("Problem", lambda c: (SPEC.model, [1.0, 2.0]), {}, "data must be a dict"),
+    ("Problem.from_loss", lambda c: (3, {"w": jnp.zeros(2)}, c["data"]), {},
+     "nll_fn must be a function"),
+    ("Problem.from_loss", lambda c: (lambda p, b: b["y"] * 0, {"w": jnp.zeros(2)}, c["data"]),
+     {"log_prior": 1.0}, "log_prior must be a function"),
+    ("Problem.from_loss", lambda c: (lambda p, b: b["y"] * 0, {"w": jnp.full(2, jnp.inf)},
+                                     c["data"]), {}, r"params\['w'\] is not finite"),
+    # fit_map
+    ("fit_map", lambda c: ("problem", KEY), {}, "problem must be an slt.Problem"),
+    ("fit_map", lambda c: (c["problem"], 0), {}, "key must be one JAX PRNG key"),
+    ("fit_map", lambda c: (c["problem"], KEY), {"num_restarts": 0}, "num_restarts"),
+    ("fit_map", lambda c: (c["problem"], KEY), {"num_restarts": 1.5}, "num_restarts"),
+    ("fit_map", lambda c: (c["problem"], KEY), {"learning_rate": np.inf}, "learning_rate"),
+    ("fit_map", lambda c: (c["problem"], KEY), {"init": {"w": jnp.zeros(3)}}, "has shape"),
+    ("fit_map", lambda c: (c["problem"], KEY), {"init": {"v": jnp.zeros(2)}}, "structure"),
+    # bic, laplace
+    ("bic", lambda c: (c["problem"], "fit"), {}, "fit must be a FitResult"),
+    ("bic", lambda c: (c["problem"], c["fit"]), {"num_params": 1.5}, "num_params"),
+    ("laplace", lambda c: (c["problem"], c["fit"]), {"num_modes": 0}, "num_modes"),
+    ("laplace", lambda c: (c["problem"], c["fit"]), {"num_modes": np.nan}, "num_modes"),
+    # llc, llc_calibrate
+    ("llc", lambda c: (c["problem"], _nan_params(c), KEY), {}, "is not finite"),
+    ("llc", lambda c: (c["problem"], c["params"], KEY), {"num_chains": 0}, "num_chains"),
+    ("llc", lambda c: (c["problem"], c["params"], KEY), {"step_size": 0.0}, "step_size"),
+    ("llc", lambda c: (c["problem"], c["params"], KEY), {"step_size": np.inf}, "step_size"),
+    ("llc", lambda c: (c["problem"], c["params"], KEY), {"step_size": np.nan}, "step_size"),
+    ("llc", lambda c: (c["problem"], c["params"], KEY), {"nbeta": -1.0}, "nbeta"),
+    ("llc", lambda c: (c["problem"], c["params"], KEY), {"nbeta": np.inf}, "nbeta"),
+    ("llc", lambda c: (c["problem"], c["params"], KEY), {"gamma": np.nan}, "gamma"),
+    ("llc", lambda c: (c["problem"], c["params"], KEY), {"mala_every": -1}, "mala_every"),
+    ("llc", lambda c: (c["problem"], c["params"], KEY), {"chunk_size": 0}, "chunk_size"),
+    ("llc", lambda c: (c["problem"], c["params"], 7), {}, "key"),
+    ("llc_calibrate", lambda c: (c["problem"], c["params"], KEY), {"step_sizes": [1e-4, -1]},
+     "every step size"),
+    ("llc_calibrate", lambda c: (c["problem"], c["params"], KEY), {"min_acceptance": 2.0},
+     "min_acceptance"),
+    ("llc_calibrate", lambda c: (c["problem"], c["params"], KEY), {"chains_per_candidate": 0},
+     "chains_per_candidate"),
+    # wbic, rlct, free_energy, compare
+    ("wbic", lambda c: (c["problem"], KEY), {"beta": 0.0}, "beta"),
+    ("wbic", lambda c: (c["problem"], KEY), {"beta": -1.0}, "beta"),
+    ("wbic", lambda c: (c["problem"], KEY), {"num_chains": 0}, "num_chains"),
+    ("wbic", lambda c: (c["problem"], KEY), {"num_samples": 0}, "num_samples"),
+    ("wbic", lambda c: (c["problem"], KEY), {"target_accept_prob": 1.5}, "target_accept_prob"),
+    ("wbic", lambda c: (c["problem"], KEY), {"init": {"w": jnp.zeros(5)}}, "has shape"),
+    ("wbic", lambda c: (c["problem"], KEY), {"sampler": "sgld", "step_size": -1.0}, "step_size"),
+    ("wbic", lambda c: (c["problem"], KEY), {"sampler": "sgld", "batch_size": 0}, "batch_size"),
+    ("rlct", lambda c: (c["problem"], KEY), {"num_chains": 0}, "num_chains"),
+    ("rlct", lambda c: (c["problem"], KEY), {"betas": [np.nan, 1.0, 2.0]}, "every beta"),
+    ("rlct", lambda c: (c["problem"], KEY), {"multipliers": [-1.0, 1.0, 2.0]}, "multiplier"),
+    ("free_energy", lambda c: (c["problem"], KEY), {"num_particles": 1}, "num_particles"),
+    ("free_energy", lambda c: (c["problem"], KEY), {"num_copies": 2.5}, "num_copies"),
+    ("free_energy", lambda c: (c["problem"], KEY), {"target_ess": 1.0}, "target_ess"),
+    ("free_energy", lambda c: (c["problem"], KEY), {"prior_sampler": 3}, "prior_sampler"),
+    ("free_energy", lambda c: (c["problem"], KEY),
+     {"prior_sampler": lambda key, num: jnp.zeros((num, 5))}, "must return shape"),
+    ("compare", lambda c: ([c["problem"]], KEY), {}, "problems must be a dict"),
+    ("compare", lambda c: ({"a": 1}, KEY), {}, r"problems\['a'\] must be an slt.Problem"),
+    ("compare", lambda c: ({"a": c["problem"], "b": SPEC.problem(
+        {k: v[:10] for k, v in c["data"].items()})}, KEY), {}, "numbers of examples differ"),
+    # geometry
+    ("fisher_information", lambda c: (MIXTURE, {**MIXTURE_POINT, "mu": np.nan}), {},
+     "not finite"),
+    ("fisher_information", lambda c: (MIXTURE, {**MIXTURE_POINT, "sigma": -1.0}), {},
+     "outside its support"),
+    ("fisher_information", lambda c: (MIXTURE, MIXTURE_POINT),
+     {"kind": "monte_carlo", "num_samples": 4, "key": 0}, "key must be one JAX PRNG key"),
+    ("fisher_information", lambda c: (SPEC, {"w": np.zeros(2)}),
+     {"x": np.ones((4, 2)), "chunk_size": 0}, "chunk_size"),
+    ("fisher_scan", lambda c: (MIXTURE, MIXTURE_POINT, {"mu": [0.0, np.inf]}),
+     {"progress": False}, "finite"),
+    ("kl_divergence", lambda c: (MIXTURE, MIXTURE_POINT, {**MIXTURE_POINT, "sigma": 0.0}), {},
+     "outside its support"),
+]
+
+FUNCTIONS = {
+    "Problem": Problem, "Problem.from_loss": Problem.from_loss, "fit_map": slt.fit_map,
+    "bic": slt.bic, "laplace": slt.laplace, "llc": slt.llc, "llc_calibrate": slt.llc_calibrate,
+    "wbic": slt.wbic, "rlct": slt.rlct, "free_energy": slt.free_energy, "compare": slt.compare,
+    "fisher_information": slt.fisher_information, "fisher_scan": slt.fisher_scan,
+    "kl_divergence": slt.kl_divergence,
+}
+QUIET = {"llc", "llc_calibrate", "wbic", "rlct", "free_energy", "compare"}
+
+
+@pytest.mark.parametrize(
+    "name, arguments, overrides, message",
+    CASES,
+    ids=[f"{name}-{message[:24]}" for name, _, _, message in CASES],
+)
+def test_bad_input_is_a_clear_value_error(case, name, arguments, overrides, message):
+    options = {"progress": False} if name in QUIET else {}
+    with pytest.raises(ValueError, match=message):
+        FUNCTIONS[name](*arguments(case), **(options | overrides))
+
+
+def test_the_shared_checks_raise_input_error_naming_argument_and_value():
+    with pytest.raises(InputError, match=r"num_chains must be an integer >= 1, got 0"):
+        require_int("num_chains", 0, minimum=1)
+    for bad in (True, 1.5, np.nan, "2", None):
+        with pytest.raises(InputError, match="must be an integer"):
+            require_int("n", bad)
+    assert require_int("n", 3.0) == 3 and require_int("n", np.int64(2), minimum=2) == 2
+    for bad in (0.0, -1.0, np.inf, np.nan, "1", [1.0], False):
+        with pytest.raises(InputError, match="step_size must be a finite number > 0"):
+            require_positive("step_size", bad)
+    assert require_positive("gamma", 0.0, allow_zero=True) == 0.0
+    assert require_step_size("step_size", "auto") == "auto"
+    with pytest.raises(InputError, match='or "auto"'):
+        require_step_size("step_size", "fast")
+    with pytest.raises(InputError, match=r"in \(0.0, 1.0\)"):
+        require_in_interval("target_ess", 1.0, 0.0, 1.0)
+    assert require_in_interval("p", 1.0, 0.0, 1.0, closed=True) == 1.0
+    assert require_key(jax.random.PRNGKey(0)).shape == (2,)
+    with pytest.raises(InputError, match=r"got array \(2,\)"):
+        require_key(jax.random.split(KEY))
+    # InputError is both: either handler catches it
+    assert issubclass(InputError, ValueError) and issubclass(InputError, TypeError)
+
+
+def test_methods_too_demanding_for_tiny_n_say_so(case):
+    tiny = SPEC.problem({k: v[:2] for k, v in case["data"].items()})
+    one = SPEC.problem({k: v[:1] for k, v in case["data"].items()})
+    with pytest.raises(ValueError, match="n >= 2"):
+        slt.llc(one, case["params"], KEY, step_size=1e-4, progress=False)
+    with pytest.raises(ValueError, match="n >= 2"):
+        slt.wbic(one, KEY, progress=False)
+    with pytest.raises(ValueError, match="n >= 3"):
+        slt.rlct(tiny, KEY, progress=False)
+    with pytest.raises(ValueError, match="give larger betas"):
+        slt.rlct(SPEC.problem({k: v[:4] for k, v in case["data"].items()}), KEY, progress=False)
