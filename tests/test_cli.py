@@ -1,0 +1,156 @@
+"""The `slt` command: each subcommand's happy path (tiny settings) and its bad inputs.
+
+Commands run in-process through `slt.cli.main(argv)`, which returns the exit status (0 success,
+1 failed run, 2 usage error); one test runs the installed console script.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from slt.cli import main
+
+QUIET = ["--no-progress"]
+FAST_LLC = ["--num-chains", "2", "--num-draws", "50", "--num-burnin", "20", "--step-size",
+            "1e-3"]
+
+
+@pytest.fixture(scope="module")
+def regression_csv(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("data")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=200)
+    y = 0.5 * x + rng.normal(size=200)
+    path = folder / "regression.csv"
+    np.savetxt(path, np.c_[x, y], delimiter=",", header="x,y", comments="")
+    return path
+
+
+def _one_line_error(capsys, *needles):
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("slt: error:") and "Traceback" not in err and len(err.splitlines()) == 1
+    for needle in needles:
+        assert needle in err
+    return err
+
+
+def test_console_script_help_runs():
+    script = Path(sys.executable).with_name("slt")
+    completed = subprocess.run([str(script), "--help"], capture_output=True, text=True,
+                               timeout=120)
+    assert completed.returncode == 0
+    for command in ("demo", "compare", "llc", "fisher-scan", "validate"):
+        assert command in completed.stdout
+
+
+def test_llc_on_a_csv_writes_its_outputs_and_refuses_to_overwrite(regression_csv, tmp_path,
+                                                                     capsys):
+    out = tmp_path / "llc"
+    argv = ["llc", str(regression_csv), "-m", "linear_regression(1)", "--x", "x", "--y", "y",
+            *FAST_LLC, *QUIET, "--out", str(out)]
+    assert main(argv) == 0
+    summary = json.loads((out / "llc.json").read_text())
+    assert "λ̂" in capsys.readouterr().out and summary
+    assert {p.name for p in out.iterdir()} >= {"llc.json", "llc.png", "llc.nc"}
+    before = (out / "llc.json").read_bytes()
+    assert main(argv) == 2
+    _one_line_error(capsys, "--force")
+    assert (out / "llc.json").read_bytes() == before
+    assert main([*argv, "--force"]) == 0
+
+
+def test_compare_picks_a_model_and_writes_the_table(regression_csv, tmp_path, capsys):
+    out = tmp_path / "compare"
+    status = main(["compare", str(regression_csv), "-m", "gaussian_mixture(1)", "-m",
+                   "gaussian_mixture(2)", "--y", "y", "--methods", "bic,laplace", *QUIET,
+                   "--out", str(out)])
+    assert status == 0
+    assert "selected" in capsys.readouterr().out
+    assert (out / "comparison.csv").exists() and (out / "comparison.nc").exists()
+
+
+def test_fisher_scan_writes_the_grid(tmp_path, capsys):
+    out = tmp_path / "scan"
+    status = main(["fisher-scan", "-m", "fixed_component_mixture", "--at", "pi=0.5", "--at",
+                   "mu=1", "--at", "sigma=1", "--axis", "mu=-1:1:5", *QUIET, "--out",
+                   str(out)])
+    assert status == 0
+    assert (out / "fisher_scan.csv").exists() and (out / "fisher_scan.png").exists()
+    assert "FisherScan" in capsys.readouterr().out
+
+
+def test_a_users_own_numpyro_model(regression_csv, tmp_path, monkeypatch, capsys):
+    (tmp_path / "my_models.py").write_text(
+        "import numpyro, numpyro.distributions as dist\n"
+        "def regression(x, y):\n"
+        "    w = numpyro.sample('w', dist.Normal(0, 1))\n"
+        "    with numpyro.plate('data', x.shape[0]):\n"
+        "        numpyro.sample('y', dist.Normal(w * x, 1.0), obs=y)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    status = main(["llc", str(regression_csv), "-m", "my_models:regression", "--x", "x", "--y",
+                   "y", *FAST_LLC, *QUIET, "--out", str(tmp_path / "own")])
+    assert status == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["llc", "compare"])
+def test_missing_file(command, tmp_path, capsys):
+    assert main([command, str(tmp_path / "absent.csv"), "-m", "gaussian_mixture(1)", "-m",
+                 "gaussian_mixture(2)", *QUIET, "--out", str(tmp_path / "o")]) == 2
+    _one_line_error(capsys, "absent.csv")
+
+
+@pytest.mark.parametrize(("content", "named"), [
+    ("x,y\n1,2\n3\n", ""),  # a ragged row: the missing value is reported as not finite
+    ("x,y\n1,abc\n2,3\n", "bad.csv"),
+    ("x,y\n1,nan\n2,3\n", "non-finite"),
+])
+def test_malformed_csv(content, named, tmp_path, capsys):
+    path = tmp_path / "bad.csv"
+    path.write_text(content)
+    status = main(["llc", str(path), "-m", "linear_regression(1)", "--x", "x", "--y", "y",
+                   *FAST_LLC, *QUIET, "--out", str(tmp_path / "o")])
+    assert status == 2
+    _one_line_error(capsys, named)
+
+
+def test_unknown_model(regression_csv, tmp_path, capsys):
+    assert main(["llc", str(regression_csv), "-m", "no_such_model(3)", *QUIET, "--out",
+                 str(tmp_path / "o")]) == 2
+    _one_line_error(capsys, "no_such_model")
+
+
+@pytest.mark.parametrize("option", [["--num-draws", "-5"], ["--num-draws", "many"],
+                                    ["--step-size", "0"]])
+def test_bad_option_values(regression_csv, tmp_path, capsys, option):
+    status = main(["llc", str(regression_csv), "-m", "linear_regression(1)", "--x", "x", "--y",
+                   "y", *QUIET, "--out", str(tmp_path / "o"), *option])
+    assert status == 2
+    _one_line_error(capsys)
+
+
+def test_unknown_command_and_option(capsys):
+    assert main(["frobnicate"]) == 2
+    _one_line_error(capsys)
+    assert main(["fisher-scan", "--no-such-option"]) == 2
+    _one_line_error(capsys)
+
+
+def test_demo_refuses_to_overwrite_a_report(tmp_path, capsys):
+    (tmp_path / "report.md").write_text("an earlier report")
+    assert main(["demo", "--out", str(tmp_path), *QUIET]) == 2
+    _one_line_error(capsys, "--force")
+    assert (tmp_path / "report.md").read_text() == "an earlier report"
+
+
+def test_validate_quick_prints_the_calibration_table(tmp_path, capsys):
+    out = tmp_path / "validation.json"
+    status = main(["validate", "--quick", *QUIET, "--out", str(out)])
+    printed = capsys.readouterr().out
+    rows = json.loads(out.read_text())
+    assert status == 0, printed
+    assert rows and "truth" in printed.lower()
