@@ -32,7 +32,9 @@ the customary suffix), atomically. Its root group holds
   Arrays keep their dtype (bool, integer, float, str) exactly; JAX arrays load as JAX arrays.
 
 xarray Datasets and DataArrays go to subgroups named after their field path, one subgroup per
-InferenceData group (``<path>.posterior``, ...), so any NetCDF reader can open them. A result
+InferenceData group (``<path>.posterior``, ...), so any NetCDF reader can open them; their
+attributes are kept in the manifest (NetCDF attributes cannot hold booleans or None, and
+xarray reinterprets some names, such as "coordinates", when reading). A result
 is rebuilt by calling its constructor with the stored fields (fields declared ``init=False``
 are not stored: the constructor recomputes them), so a class that gains a field with a
 default still loads older files. An object shared between several places (the WBIC run that
@@ -266,7 +268,8 @@ def load(path: str | os.PathLike) -> Any:
         raise ValueError(
             f"{str(path)!r} is not an slt result file: it cannot be read as NetCDF ({error})"
         ) from error
-    if root.attrs.get("slt_format") != FORMAT or MANIFEST not in root:
+    if (root.attrs.get("slt_format") != FORMAT or "slt_format_version" not in root.attrs
+            or MANIFEST not in root):
         raise ValueError(
             f"{str(path)!r} is a NetCDF file but not an slt result file (written by "
             "slt.results.save)"
@@ -279,7 +282,7 @@ def load(path: str | os.PathLike) -> Any:
         )
     try:
         return _Decoder(path, root).decode(json.loads(str(root[MANIFEST].values.item())))
-    except (KeyError, IndexError, TypeError, ValueError, OSError, json.JSONDecodeError) as error:
+    except (KeyError, IndexError, TypeError, ValueError, OSError) as error:
         raise ValueError(
             f"{str(path)!r} is damaged or was written by an incompatible version of slt: "
             f"{type(error).__name__}: {error}"
@@ -404,9 +407,8 @@ class _Encoder:
         }
 
     def _group(self, dataset: xr.Dataset, path: str) -> dict:
-        """Queue ``dataset`` as a subgroup; its attributes go to the manifest instead, where
-        any value `encode` takes survives exactly (NetCDF attributes cannot be booleans or
-        None, and xarray reinterprets some names, such as "coordinates", when reading)."""
+        """Queue ``dataset`` as a subgroup; its attributes go to the manifest (module
+        docstring)."""
         name = self._name(path.lstrip("."))
         self.groups[name] = dataset.copy(deep=False)
         self.groups[name].attrs = {}

@@ -1,138 +1,284 @@
-"""Every result type saves and loads (slt.results); writes are atomic and never overwrite."""
+"""Saving and loading results (slt.results): every result type round-trips exactly; writes are
+atomic, refuse to overwrite unless asked, and leave nothing behind when interrupted."""
 
 import dataclasses
+import math
 import warnings
 
+import arviz as az
 import jax
 import jax.numpy as jnp
 import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
-from estimators.evidence_cases import conjugate_regression
+import xarray as xr
 
-import slt
-from slt import results
-from slt.results import atomic_path, load, save
+from slt import models, truth
+from slt.estimators.bic import BICResult
+from slt.estimators.compare import compare
+from slt.estimators.llc import llc
+from slt.estimators.llc_calibration import llc_calibrate
+from slt.fit import FitResult
+from slt.geometry.fisher import fisher_information
+from slt.geometry.scan import fisher_scan
+from slt.results import FORMAT_VERSION, atomic_path, atomic_write, load, save
 
 matplotlib.use("Agg")
 
+SHORT_RUN = {"num_chains": 1, "num_warmup": 50, "num_samples": 50}
+
 
 @pytest.fixture(scope="module")
-def produced():
-    """One small real instance of every result type."""
-    case = conjugate_regression()
-    problem, key = case.problem, jax.random.key(0)
-    fit = slt.fit_map(problem, key, num_restarts=2, adam_steps=100)
-    mixture = slt.models.fixed_component_mixture()
-    point = {"pi": 0.5, "mu": 1.0, "sigma": 1.0}
-    regression = slt.models.linear_regression(2, noise_scale=0.5)
-    data = regression.simulate(key, {"w": jnp.array([1.0, -1.0])}, 50)
-    few = {"num_warmup": 50, "num_samples": 50, "progress": False}
-    with warnings.catch_warnings():  # runs this short draw R-hat warnings; they are kept in
-        warnings.simplefilter("ignore")  # the results (and round-trip with them)
-        return _produce(problem, key, fit, mixture, point, regression, data, few)
+def results():
+    """One small, real instance of every result type, keyed by class name.
+
+    One `compare` run (d = 2 regression, n = 50, every method, short chains) yields the fit,
+    BIC, Laplace, WBIC, free energy, RLCT and comparison results; the NUTS runs of rlct (three
+    temperatures, one chain each) and of PSIS-LOO (three chains) share one compiled sampler.
+    """
+    spec = models.linear_regression(2, noise_scale=0.5, prior_precision=2.0)
+    problem = spec.problem(spec.simulate(jax.random.key(1), {"w": jnp.array([1.0, -0.5])}, 50))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # short chains: R-hat and Pareto-k warnings
+        comparison = compare(
+            {"d=2": problem}, jax.random.key(0),
+            methods=("bic", "laplace", "rlct", "wbic", "loo", "free_energy"),
+            fit_options={"num_restarts": 2, "adam_steps": 100, "lbfgs_steps": 50},
+            rlct_options={"multipliers": (0.5, 1, 2), **SHORT_RUN},
+            loo_options={**SHORT_RUN, "num_chains": 3},
+            free_energy_options={"num_particles": 32, "num_copies": 2},
+            progress=False,
+        )
+        fit = comparison.results["d=2"]["fit"]
+        local = llc(problem, fit.params, jax.random.key(2), num_chains=2, num_draws=20,
+                    num_burnin=10, step_size=1e-4, progress=False)
+        calibration = llc_calibrate(problem, fit.params, jax.random.key(3), num_draws=20,
+                                    num_burnin=10, chains_per_candidate=1, progress=False)
+    mixture = models.fixed_component_mixture()
+    base = {"pi": 0.5, "mu": 1.0, "sigma": 1.0}
+    found = [
+        *comparison.results["d=2"].values(), comparison, local, calibration,
+        fisher_information(mixture, base),
+        fisher_information(mixture, base, kind="monte_carlo", num_samples=64,
+                           key=jax.random.key(4)),
+        fisher_scan(mixture, base, {"pi": [0.25, 0.75], "mu": [-1.0, 0.0, 1.0]},
+                    progress=False),
+    ]
+    by_name = {}
+    for result in found:
+        if dataclasses.is_dataclass(result):
+            name = type(result).__name__
+            by_name[name if name not in by_name else f"{name}.{result.kind}"] = result
+    return by_name
 
 
-def _produce(problem, key, fit, mixture, point, regression, data, few):
-    return {
-        "fit": fit,
-        "bic": slt.bic(problem, fit),
-        "laplace": slt.laplace(problem, fit),
-        "llc": slt.llc(problem, fit.params, key, step_size=1e-3, num_draws=60, num_burnin=20,
-                       progress=False),
-        "calibration": slt.llc_calibrate(problem, fit.params, key, step_sizes=[1e-4, 1e-3],
-                                         num_draws=60, num_burnin=20, progress=False),
-        "wbic": slt.wbic(problem, key, num_chains=2, **few),
-        "free_energy": slt.free_energy(problem, key, num_particles=100, num_copies=2,
-                                       progress=False),
-        "rlct": slt.rlct(problem, key, fit=fit, num_chains=2, **few),
-        "compare": slt.compare({"a": problem, "b": problem}, key, methods=("bic", "laplace"),
-                               progress=False),
-        "fisher": slt.fisher_information(mixture, point),
-        "scan": slt.fisher_scan(mixture, point, axes={"mu": jnp.linspace(-1, 1, 5)},
-                                progress=False),
-        "natural_gradient": slt.natural_gradient_fit(regression, data, key, prior=False,
-                                                     max_steps=3),
-    }
+EXPECTED = [
+    "FitResult", "BICResult", "LaplaceResult", "RLCTResult", "WBICResult", "FreeEnergyResult",
+    "ComparisonResult", "LLCResult", "CalibrationResult", "FisherResult",
+    "FisherResult.monte_carlo", "FisherScan",
+]
 
 
-def _assert_same(original, loaded):
-    assert type(loaded) is type(original)
-    assert repr(loaded) == repr(original)
-    if hasattr(original, "summary"):
-        pd.testing.assert_frame_equal(loaded.summary(), original.summary())
-    for field in dataclasses.fields(original):
-        value = getattr(original, field.name)
-        if isinstance(value, np.ndarray | jax.Array):
-            np.testing.assert_array_equal(np.asarray(getattr(loaded, field.name)),
-                                          np.asarray(value))
+def assert_same(a, b, path="result"):
+    """a and b are equal in type and content, recursively; arrays exactly, NaN equal to NaN."""
+    assert type(a) is type(b), f"{path}: {type(a)} != {type(b)}"
+    if dataclasses.is_dataclass(a):
+        for field in dataclasses.fields(a):
+            assert_same(getattr(a, field.name), getattr(b, field.name), f"{path}.{field.name}")
+    elif isinstance(a, (tuple, list)):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same(x, y, f"{path}[{i}]")
+    elif isinstance(a, dict):
+        assert list(a) == list(b), path
+        for key in a:
+            assert_same(a[key], b[key], f"{path}[{key!r}]")
+    elif isinstance(a, pd.DataFrame):
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
+    elif isinstance(a, az.ELPDData):
+        assert list(a.index) == list(b.index) and a.dtype == b.dtype, path
+        for key in a.index:
+            assert_same(a[key], b[key], f"{path}[{key!r}]")
+    elif isinstance(a, (xr.Dataset, xr.DataArray)):
+        xr.testing.assert_identical(a, b)
+    elif isinstance(a, az.InferenceData):
+        assert a.groups() == b.groups(), path
+        for group in a.groups():
+            xr.testing.assert_identical(a[group], b[group])
+    elif isinstance(a, (np.ndarray, jax.Array)):
+        assert a.dtype == b.dtype and a.shape == b.shape, path
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=path)
+    elif isinstance(a, float) and math.isnan(a):
+        assert math.isnan(b), path
+    else:
+        assert a == b, f"{path}: {a!r} != {b!r}"
 
 
-@pytest.mark.parametrize("name", [
-    "fit", "bic", "laplace", "llc", "calibration", "wbic", "free_energy", "rlct", "compare",
-    "fisher", "scan", "natural_gradient",
-])
-def test_every_result_type_round_trips(produced, name, tmp_path):
-    original = produced[name]
-    path = original.save(tmp_path / f"{name}.nc")
-    loaded = type(original).load(path)
-    _assert_same(original, loaded)
-    _assert_same(original, load(path))
-    if hasattr(original, "plot"):
-        assert original.plot() is not None and loaded.plot() is not None
-        matplotlib.pyplot.close("all")
+def test_every_result_type_is_covered(results):
+    assert sorted(results) == sorted(EXPECTED)
 
 
-def test_loading_as_another_class_is_refused(produced, tmp_path):
-    path = produced["bic"].save(tmp_path / "bic.nc")
-    with pytest.raises((ValueError, TypeError), match="BICResult"):
-        slt.LLCResult.load(path)
+@pytest.mark.parametrize("name", EXPECTED)
+def test_round_trip_is_exact(results, name, tmp_path):
+    result = results[name]
+    path = result.save(tmp_path / "result.nc")
+    again = type(result).load(path)
+    assert_same(result, again)
+    assert repr(again) == repr(result)
+    if hasattr(result, "summary"):
+        pd.testing.assert_frame_equal(again.summary(), result.summary(), check_exact=True)
+    if hasattr(result, "to_xarray"):
+        xr.testing.assert_identical(again.to_xarray(), result.to_xarray())
+    if hasattr(result, "plot"):
+        assert again.plot() is not None
+        plt.close("all")
+    assert_same(load(path), result)  # the generic reader finds the class itself
+    assert_same(load(again.save(tmp_path / "again.nc")), result)  # a loaded result saves again
+    (tmp_path / "again.nc").unlink()
+    assert [p.name for p in tmp_path.iterdir()] == ["result.nc"]  # no temporary left
 
 
-def test_existing_files_are_kept_unless_overwrite(produced, tmp_path):
-    path = tmp_path / "fit.nc"
-    path.write_text("keep me")
-    with pytest.raises(FileExistsError, match="fit.nc"):
-        produced["fit"].save(path)
-    assert path.read_text() == "keep me"
-    produced["fit"].save(path, overwrite=True)
-    assert slt.FitResult.load(path).loglik == produced["fit"].loglik
+def test_shared_results_stay_shared(results, tmp_path):
+    """compare reuses the rlct run at beta = 1/log n as the WBIC: stored once, shared again."""
+    again = load(results["ComparisonResult"].save(tmp_path / "c.nc"))
+    assert again.results["d=2"]["wbic"] is again.results["d=2"]["rlct"].wbic()
 
 
-@pytest.mark.parametrize("error", [ValueError, KeyboardInterrupt])
-def test_an_interrupted_write_leaves_no_file_and_no_temporary(tmp_path, error):
-    target = tmp_path / "out.txt"
-    with pytest.raises(error), atomic_path(target) as temporary:
-        temporary.write_text("half")
-        raise error()
+def test_named_tuples_fractions_and_jax_arrays_round_trip(results, tmp_path):
+    fit = dataclasses.replace(
+        results["FitResult"],
+        values={"rlct": truth.regular_rlct(3), "flags": np.array([True, False]),
+                "labels": np.array(["a", "bc"]), "n": np.int32(7), "empty": np.zeros((0, 2))},
+    )
+    again = FitResult.load(save(fit, tmp_path / "fit.nc"))
+    assert_same(fit, again)
+    assert isinstance(again.params["w"], jax.Array)
+
+
+def test_existing_file_is_refused_unless_overwrite(results, tmp_path):
+    path = tmp_path / "bic.nc"
+    results["BICResult"].save(path)
+    before = path.read_bytes()
+    with pytest.raises(FileExistsError, match=r"bic\.nc.*overwrite=True.*--force"):
+        results["LaplaceResult"].save(path)
+    assert path.read_bytes() == before
+    results["LaplaceResult"].save(path, overwrite=True)
+    assert type(load(path)).__name__ == "LaplaceResult"
+    assert [p.name for p in tmp_path.iterdir()] == ["bic.nc"]
+
+
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_failed_write_leaves_no_file_and_no_temporary(tmp_path, error, overwrite):
+    def write_half_then_fail(tmp):
+        tmp.write_text("half")
+        raise error("interrupted")
+
+    with pytest.raises(error, match="interrupted"):
+        atomic_write(tmp_path / "out.txt", write_half_then_fail, overwrite=overwrite)
     assert list(tmp_path.iterdir()) == []
-    target.write_text("old")
-    with pytest.raises(error), atomic_path(target, overwrite=True) as temporary:
-        temporary.write_text("half")
-        raise error()
-    assert target.read_text() == "old" and list(tmp_path.iterdir()) == [target]
 
 
-def test_foreign_and_corrupt_files_are_refused_clearly(tmp_path):
-    text = tmp_path / "notes.nc"
-    text.write_text("not a netcdf file")
-    with pytest.raises(ValueError, match="notes.nc"):
-        load(text)
-    import xarray as xr
-
-    foreign = tmp_path / "foreign.nc"
-    xr.Dataset({"a": ("x", np.arange(3))}).to_netcdf(foreign, engine="h5netcdf")
-    with pytest.raises(ValueError, match="slt"):
-        load(foreign)
+def test_failed_overwrite_keeps_the_old_file(tmp_path):
+    path = tmp_path / "out.txt"
+    path.write_text("old")
+    with pytest.raises(KeyboardInterrupt), atomic_path(path, overwrite=True) as tmp:
+        tmp.mkdir()  # a writer that made a directory, and a file in it, before failing
+        (tmp / "partial").write_text("half")
+        raise KeyboardInterrupt
+    assert path.read_text() == "old" and list(tmp_path.iterdir()) == [path]
 
 
-def test_unsupported_objects_are_refused_before_writing(tmp_path):
-    @dataclasses.dataclass(frozen=True)
-    class Odd(results.Persistable):
-        thing: object
+def test_atomic_path_moves_into_place_keeping_the_suffix(tmp_path):
+    with atomic_path(tmp_path / "table.csv") as tmp:
+        assert tmp.parent == tmp_path and tmp.suffix == ".csv" and not tmp.exists()
+        pd.DataFrame({"a": [1]}).to_csv(tmp)
+    assert pd.read_csv(tmp_path / "table.csv")["a"].tolist() == [1]
+    with pytest.raises(RuntimeError, match="nothing was written"), atomic_path(tmp_path / "x"):
+        pass
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        atomic_write(tmp_path / "missing" / "x", lambda tmp: None)
+    assert [p.name for p in tmp_path.iterdir()] == ["table.csv"]
 
-    path = tmp_path / "odd.nc"
-    with pytest.raises(TypeError):
-        save(Odd(thing=object()), path)
-    assert not path.exists()
+
+def test_interrupted_save_leaves_nothing(results, tmp_path, monkeypatch):
+    """KeyboardInterrupt after the root group is written, while the subgroups are."""
+    to_netcdf = xr.Dataset.to_netcdf
+
+    def interrupt_on_groups(self, *args, **kwargs):
+        if kwargs.get("group"):
+            raise KeyboardInterrupt
+        return to_netcdf(self, *args, **kwargs)
+
+    monkeypatch.setattr(xr.Dataset, "to_netcdf", interrupt_on_groups)
+    with pytest.raises(KeyboardInterrupt):
+        results["WBICResult"].save(tmp_path / "wbic.nc")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unsupported_field_is_refused_before_writing(results, tmp_path):
+    bad = dataclasses.replace(results["BICResult"], objective=object())
+    with pytest.raises(TypeError, match="cannot save objective: objects of type builtins.object"):
+        bad.save(tmp_path / "bad.nc")
+    with pytest.raises(TypeError, match="dict keys must be str"):
+        dataclasses.replace(results["FitResult"], values={1: 2.0}).save(tmp_path / "bad.nc")
+    with pytest.raises(TypeError, match="result dataclass instance"):
+        save({"a": 1}, tmp_path / "bad.nc")
+    assert list(tmp_path.iterdir()) == []
+
+
+def _rewrite_root(source, target, **changes):
+    """Copy the root group of a saved file, with attributes or the manifest changed."""
+    with xr.open_dataset(source, engine="h5netcdf") as root:
+        root = root.load()
+    manifest = changes.pop("manifest", None)
+    if manifest is not None:
+        root["slt_manifest"] = xr.Variable((), manifest)
+    root.attrs.update(changes)
+    root.to_netcdf(target, engine="h5netcdf")
+    return target
+
+
+def test_foreign_corrupt_and_newer_files_are_refused_clearly(results, tmp_path):
+    with pytest.raises(FileNotFoundError, match="no result file"):
+        load(tmp_path / "absent.nc")
+    garbage = tmp_path / "garbage.nc"
+    garbage.write_bytes(b"\x89HDF\r\n not really")
+    with pytest.raises(ValueError, match="not an slt result file: it cannot be read as NetCDF"):
+        load(garbage)
+    xr.Dataset({"x": ("i", [1.0])}).to_netcdf(tmp_path / "foreign.nc", engine="h5netcdf")
+    with pytest.raises(ValueError, match="NetCDF file but not an slt result file"):
+        load(tmp_path / "foreign.nc")
+
+    saved = results["BICResult"].save(tmp_path / "bic.nc")
+    newer = _rewrite_root(saved, tmp_path / "newer.nc", slt_format_version=FORMAT_VERSION + 1)
+    with pytest.raises(ValueError, match=f"format version {FORMAT_VERSION + 1}.*upgrade slt"):
+        load(newer)
+    with pytest.raises(TypeError, match="holds a BICResult, not a FitResult"):
+        FitResult.load(saved)
+    manifest = str(xr.open_dataset(saved, engine="h5netcdf")["slt_manifest"].values.item())
+    outside = _rewrite_root(saved, tmp_path / "outside.nc", manifest=manifest.replace(
+        "slt.estimators.bic:BICResult", "subprocess:Popen"))
+    with pytest.raises(ValueError, match="'subprocess:Popen', which is not part of slt"):
+        load(outside)
+    renamed = _rewrite_root(saved, tmp_path / "renamed.nc", manifest=manifest.replace(
+        '"penalty"', '"penalty_term"'))
+    with pytest.raises(ValueError, match="cannot rebuild slt.estimators.bic:BICResult"):
+        BICResult.load(renamed)
+    truncated = _rewrite_root(saved, tmp_path / "truncated.nc", manifest=manifest[:40])
+    with pytest.raises(ValueError, match="damaged"):
+        load(truncated)
+
+
+def test_natural_gradient_result_round_trips(tmp_path):
+    from slt.natural_gradient import NaturalGradientResult, natural_gradient_fit
+
+    spec = models.linear_regression(2, noise_scale=0.5)
+    data = spec.simulate(jax.random.key(0), {"w": jnp.array([1.0, -1.0])}, 50)
+    result = natural_gradient_fit(spec, data, jax.random.key(1), prior=False, max_steps=3)
+    again = NaturalGradientResult.load(result.save(tmp_path / "ng.nc"))
+    assert_same(result, again)
+    assert repr(again) == repr(result)
+    pd.testing.assert_frame_equal(again.history, result.history)
