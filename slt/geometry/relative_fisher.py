@@ -72,6 +72,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from slt.validation import require_int
+
 __all__ = [
     "ACTIVATIONS",
     "BERNOULLI_ACTIVATIONS",
@@ -352,8 +354,7 @@ def linear_layer_fisher(x: Any, num_outputs: int, *, noise_scale: float = 1.0) -
     Example:
       >>> linear_layer_fisher(x, 3, noise_scale=0.5)
     """
-    if isinstance(num_outputs, bool) or int(num_outputs) != num_outputs or num_outputs < 1:
-        raise ValueError(f"num_outputs must be a positive integer, got {num_outputs!r}")
+    num_outputs = require_int("num_outputs", num_outputs, minimum=1)
     if not noise_scale > 0:
         raise ValueError(f"noise_scale must be > 0, got {noise_scale}")
     augmented = _augmented(x)
