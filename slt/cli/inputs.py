@@ -170,7 +170,8 @@ def _parse_builtin(text: str) -> ModelChoice:
         kwargs = {keyword.arg: _literal(keyword.value, text) for keyword in tree.keywords}
     else:
         raise UsageError(
-            f"cannot parse model {text!r}: write NAME or NAME(arguments), e.g. 'gaussian_mixture(2)'"
+            f"cannot parse model {text!r}: write NAME or NAME(arguments), "
+            "e.g. 'gaussian_mixture(2)'"
         )
     if name not in BUILTINS:
         raise UsageError(

@@ -93,7 +93,8 @@ def _center(problem: Problem, args: argparse.Namespace):
     if unknown or missing:
         raise UsageError(
             f"{args.params}: the model's sites are {list(problem.site_names)}"
-            + (f"; missing {missing}" if missing else "") + (f"; unknown {unknown}" if unknown else "")
+            + (f"; missing {missing}" if missing else "")
+            + (f"; unknown {unknown}" if unknown else "")
         )
     try:
         params = problem.unconstrain(values)

@@ -16,6 +16,16 @@ once in one compiled program (step size and gamma are per-chain runtime values).
      (`gradient_noise_ratio`). Minibatch noise heats the chains: measured on reduced-rank
      regression, lambda_hat grows linearly in eps with a relative bias of about 2.5 r, which
      MALA acceptance (computed on one minibatch) cannot see. r <= 0.02 keeps it near 5%.
+  5. the chains are neither hot nor cold: their configurational temperature T (measured from
+     the draws; `slt.samplers.local_chains.configurational_temperature`, exactly 1 at the
+     local posterior) satisfies |T - 1| <= `max_temperature_deviation` (0.1) + 2 standard
+     errors, and is measurable (a mean Laplacian of U that is not positive happens only away
+     from equilibrium). T < 1 flags chains still close to w*, which have not spread over the
+     local posterior (too small a step size for the run's length: their lambda_hat is far too
+     small, yet their trace can look stationary); T > 1 flags chains heated by a too large
+     step or by minibatch noise. The two-standard-error allowance keeps a short noisy run from
+     failing a good candidate, so the hot side catches only gross heating; the estimate of T
+     in the final run, with its warning, is sharper.
 The chosen step size is the **largest passing one** (fastest mixing among the accurate ones).
 With several gammas, the smallest gamma that has a passing step size is chosen (gamma biases
 lambda_hat downward by confining the chains; the smallest workable gamma biases it least).
@@ -33,7 +43,7 @@ import pandas as pd
 from slt.estimators.llc import default_nbeta, trace_statistics, validate_local_run
 from slt.problem import Params, Problem
 from slt.results import Persistable
-from slt.samplers.local_chains import run_chains
+from slt.samplers.local_chains import configurational_temperature, run_chains
 from slt.samplers.sgld import RMSPROP_DAMPING
 from slt.validation import InputError, require_in_interval, require_positive
 
@@ -104,6 +114,7 @@ def llc_calibrate(
     num_burnin: int = 500,
     min_acceptance: float = 0.9,
     max_noise_ratio: float = 0.02,
+    max_temperature_deviation: float = 0.1,
     progress: bool = True,
 ) -> CalibrationResult:
     """Sweep step sizes (and optionally gammas) and pick one by the module's criterion.
@@ -118,6 +129,8 @@ def llc_calibrate(
       chains_per_candidate, num_draws, num_burnin: size of each candidate's short run.
       min_acceptance: the MALA acceptance a candidate needs.
       max_noise_ratio: the largest gradient-noise ratio r(eps) a candidate may have.
+      max_temperature_deviation: the largest |T - 1| (beyond 2 standard errors) a candidate
+        may have.
       progress: show a progress bar.
 
     Returns:
@@ -126,7 +139,7 @@ def llc_calibrate(
     Raises:
       InputError (a ValueError, `slt.validation`): as for `llc`; step_sizes not a non-empty
         list of finite positive numbers, gammas not finite and >= 0, min_acceptance outside
-        [0, 1], max_noise_ratio not finite and positive.
+        [0, 1], max_noise_ratio or max_temperature_deviation not finite and positive.
       ValueError: no candidate passes (the message holds the table).
     """
     gammas = np.asarray([gamma] if gammas is None else gammas, dtype=float).ravel()
@@ -139,6 +152,7 @@ def llc_calibrate(
     )
     require_in_interval("min_acceptance", min_acceptance, 0.0, 1.0, closed=True)
     require_positive("max_noise_ratio", max_noise_ratio)
+    require_positive("max_temperature_deviation", max_temperature_deviation)
     nbeta = default_nbeta(problem.n) if nbeta is None else float(nbeta)
     step_sizes = np.asarray(
         default_step_sizes(nbeta, preconditioner) if step_sizes is None else step_sizes, dtype=float
@@ -173,7 +187,7 @@ def llc_calibrate(
     rows = []
     for index, (step_size, gamma_value) in enumerate(zip(grid_steps, grid_gammas, strict=True)):
         chains = slice(index * repeat, (index + 1) * repeat)
-        row = _assess(trace, chains, num_burnin, nbeta, min_acceptance)
+        row = _assess(trace, chains, num_burnin, nbeta, min_acceptance, max_temperature_deviation)
         row["noise_ratio"] = noise_per_step * step_size
         row["passes"] = row["passes"] and row["noise_ratio"] <= max_noise_ratio
         rows.append(row | {"step_size": step_size, "gamma": gamma_value})
@@ -185,6 +199,8 @@ def llc_calibrate(
             "se",
             "mala_acceptance",
             "drift_z",
+            "temperature",
+            "temperature_se",
             "noise_ratio",
             "diverged",
             "passes",
@@ -194,7 +210,8 @@ def llc_calibrate(
     if passing.empty:
         raise ValueError(
             "no candidate passes the calibration criterion (divergence, MALA acceptance >= "
-            f"{min_acceptance}, stationarity, noise ratio <= {max_noise_ratio}); widen "
+            f"{min_acceptance}, stationarity, noise ratio <= {max_noise_ratio}, |temperature - 1| "
+            f"<= {max_temperature_deviation} + 2 se); widen "
             "step_sizes or gammas, or raise batch_size:\n" + table.to_string(index=False)
         )
     best_gamma = passing["gamma"].min()
@@ -252,18 +269,23 @@ def gradient_noise_ratio(
     return float(step_size / 4 * nbeta**2 * jnp.mean(diagonal * minibatch_variance))
 
 
-def _assess(trace, chains, num_burnin, nbeta, min_acceptance) -> dict:
-    """The criterion's three checks for one candidate's chains."""
+def _assess(trace, chains, num_burnin, nbeta, min_acceptance, max_temperature_deviation) -> dict:
+    """The criterion's checks 1, 2, 3 and 5 for one candidate's chains."""
     diverged = bool(np.any(trace.diverged_at[chains] >= 0))
     values = nbeta * (trace.loss[chains, num_burnin:] - trace.center_loss[chains, num_burnin:])
     acceptance = np.exp(trace.log_acceptance[chains, num_burnin:])
     mala = float(np.nanmean(acceptance)) if np.isfinite(acceptance).any() else 0.0
+    temperature, temperature_se = configurational_temperature(
+        trace.gradient_product[chains, num_burnin:], trace.laplacian[chains, num_burnin:]
+    )
     if diverged or not np.all(np.isfinite(values)):
         return {
             "llc": np.nan,
             "se": np.nan,
             "mala_acceptance": mala,
             "drift_z": np.nan,
+            "temperature": temperature,
+            "temperature_se": temperature_se,
             "diverged": True,
             "passes": False,
         }
@@ -271,11 +293,14 @@ def _assess(trace, chains, num_burnin, nbeta, min_acceptance) -> dict:
     first, second = values[:, :half], values[:, half : 2 * half]
     se_first, se_second = (trace_statistics(part)[1] for part in (first, second))
     drift_z = abs(second.mean() - first.mean()) / np.hypot(se_first, se_second)
+    temperate = abs(temperature - 1) <= max_temperature_deviation + 2 * temperature_se
     return {
         "llc": float(values.mean()),
         "se": trace_statistics(values)[1],
         "mala_acceptance": mala,
         "drift_z": float(drift_z),
+        "temperature": temperature,
+        "temperature_se": temperature_se,
         "diverged": False,
-        "passes": bool(mala >= min_acceptance and drift_z < 3.0),
+        "passes": bool(mala >= min_acceptance and drift_z < 3.0 and temperate),
     }

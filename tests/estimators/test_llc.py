@@ -85,7 +85,52 @@ def test_calibration_reports_its_sweep_and_choice(linear_case):
     assert calibration.step_size == passing["step_size"].max()  # the stated rule
     assert (passing["mala_acceptance"] >= 0.9).all() and (passing["noise_ratio"] <= 0.02).all()
     assert not table["passes"].all()  # the grid reaches step sizes the criterion rejects
+    deviation = (table["temperature"] - 1).abs() - 2 * table["temperature_se"]
+    assert (deviation[table["passes"]] <= 0.1).all()
     assert len(calibration.plot().axes) == 2
+
+
+def _gaussian_problem(dim):
+    """L(w) = |w|^2 / 2 for every example: a Gaussian local posterior, no minibatch noise."""
+    return Problem.from_loss(
+        lambda p, b: 0.5 * jnp.sum(p["w"] ** 2) + 0.0 * b["y"], {"w": jnp.zeros(dim)},
+        {"y": jnp.zeros(100)},
+    )
+
+
+def test_configurational_temperature_measures_the_step_size_bias():
+    """On N(0, 1/h) per coordinate Langevin with step eps is stationary at variance
+    1 / (h (1 - eps h / 4)): T = E|grad U|^2 / E[Laplacian U] = 1 / (1 - eps h / 4) exactly,
+    which is also lambda_hat's inflation. eps h = 0.8: T = 1.25."""
+    dim, nbeta, eps_h = 20, 50.0, 0.8
+    result = slt.llc(_gaussian_problem(dim), {"w": jnp.zeros(dim)}, jax.random.key(6),
+                     num_draws=4000, num_burnin=200, step_size=eps_h / nbeta, gamma=0.0,
+                     nbeta=nbeta, batch_size=100, mala_every=5, progress=False)
+    exact = 1 / (1 - eps_h / 4)
+    assert abs(result.temperature - exact) < 4 * result.temperature_std_error
+    assert result.temperature_std_error < 0.05
+    assert abs(result.llc_mean / (dim / 2) - exact) < 4 * result.llc_std_error / (dim / 2)
+    assert any("run hot" in message for message in result.warnings)
+
+
+def test_calibration_rejects_cold_and_hot_chains():
+    """Candidates at eps h = 1e-4 (the chains barely leave w*: cold, yet their trace looks
+    stationary), 0.05 and 0.7 (T = 1.21: hot, yet its MALA acceptance passes) on a 2-d Gaussian
+    posterior without minibatch noise: only the middle one is temperate, and only the
+    temperature rejects the other two."""
+    dim, nbeta = 2, 50.0
+    calibration = slt.llc_calibrate(
+        _gaussian_problem(dim), {"w": jnp.zeros(dim)}, jax.random.key(7),
+        step_sizes=np.array([1e-4, 0.05, 0.7]) / nbeta, gamma=0.0, nbeta=nbeta, batch_size=100,
+        num_draws=4000, num_burnin=0, progress=False,
+    )
+    table = calibration.table
+    cold, good, hot = table.to_dict("records")
+    assert cold["temperature"] < 0.5 and hot["temperature"] > 1.1
+    assert cold["drift_z"] < 3 and cold["mala_acceptance"] >= 0.9
+    assert hot["drift_z"] < 3 and hot["mala_acceptance"] >= 0.9 and hot["noise_ratio"] <= 0.02
+    assert [cold["passes"], good["passes"], hot["passes"]] == [False, True, False]
+    assert calibration.step_size == good["step_size"]
 
 
 def test_network_trained_with_optax_via_from_loss():
