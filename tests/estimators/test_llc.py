@@ -169,9 +169,19 @@ def test_network_trained_with_optax_via_from_loss():
         ({"nbeta": 0.0}, "nbeta"),
         ({"batch_size": 0}, "batch_size"),
         ({"preconditioner": "adam", "step_size": 1e-5}, "preconditioner"),
+        ({"calibration": [("num_draws", 10)]}, "calibration must be a dict"),
+        ({"calibration": {"gamma": 2.0}}, r"calibration options \['gamma'\] are set by llc"),
     ],
 )
 def test_bad_arguments_are_named(linear_case, arguments, message):
     problem, w_star = linear_case
     with pytest.raises(ValueError, match=message):
         slt.llc(problem, w_star, jax.random.key(0), progress=False, **arguments)
+
+
+def test_auto_step_size_takes_calibration_options(linear_case):
+    problem, w_star = linear_case
+    result = slt.llc(problem, w_star, jax.random.key(11), num_draws=200, num_burnin=100,
+                     calibration={"step_sizes": [1e-5], "num_draws": 2000,
+                                  "max_noise_ratio": 1.0}, progress=False)
+    assert result.step_size == 1e-5  # the only candidate, so it passed the criterion
