@@ -185,3 +185,20 @@ def test_auto_step_size_takes_calibration_options(linear_case):
                      calibration={"step_sizes": [1e-5], "num_draws": 2000,
                                   "max_noise_ratio": 1.0}, progress=False)
     assert result.step_size == 1e-5  # the only candidate, so it passed the criterion
+
+
+def test_auto_step_size_halves_a_hot_calibrated_step():
+    """The calibration is forced to pass eps h = 1.2 (T = 1.43 on a Gaussian); the full run
+    measures it hot, so llc repeats at eps h = 0.6 (T = 1.18, still hot) and 0.3 (T = 1.08,
+    within 0.1 + 1 se), noting each repetition."""
+    dim, nbeta = 20, 50.0
+    result = slt.llc(
+        _gaussian_problem(dim), {"w": jnp.zeros(dim)}, jax.random.key(12), num_draws=3000,
+        num_burnin=200, gamma=0.0, nbeta=nbeta, batch_size=100, mala_every=5,
+        calibration={"step_sizes": [1.2 / nbeta], "min_acceptance": 0.0,
+                     "max_temperature_deviation": 10.0},
+        progress=False,
+    )
+    assert result.step_size == 1.2 / nbeta / 4
+    assert abs(result.temperature - 1 / (1 - 0.3 / 4)) < 4 * result.temperature_std_error
+    assert sum("repeated at" in message for message in result.warnings) == 2
