@@ -38,11 +38,11 @@ from slt.samplers.local_chains import configurational_temperature, run_chains
 from slt.samplers.sgld import PRECONDITIONERS
 from slt.validation import (
     InputError,
+    require_instance,
     require_int,
     require_key,
     require_one_of,
     require_params,
-    require_instance,
     require_positive,
     require_problem,
     require_step_size,
