@@ -31,6 +31,7 @@ runs (1 = unbiased sampling; `LLCResult.temperature`), median over data sets.
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 import warnings
 
@@ -105,6 +106,9 @@ def _row(name, exact, spec, values, key, *, at_mle=False, num_sets=4, n=20_000,
                 steps.append(result.step_size)
                 temperatures.append(result.temperature)
     mean = float(np.mean(estimates))
+    jax.clear_caches()  # a long session of new problems would otherwise pile up programs
+    print(f"llc_accuracy: {name}: {mean:.4g} (exact {exact:.4g}), references {references}, "
+          f"steps {steps}, temperatures {temperatures}", file=sys.stderr, flush=True)
     return {
         "case": name,
         "exact": exact,

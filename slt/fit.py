@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -182,19 +183,14 @@ def fit_map(
     )
 
 
-_PROGRAMS: dict = {}
-
-
+@functools.lru_cache(maxsize=16)  # bounded: every compiled program holds memory mappings
 def _restarts_program(problem, prior, adam_steps, learning_rate, lbfgs_steps, grad_tol):
     """The jitted fit of a batch of starting points for these settings, built once per
-    (problem, settings): repeated fits of one problem compile once (jit caches by shape).
+    (problem, settings) while among the 16 most recent: repeated fits of one problem compile
+    once (jit caches by shape).
 
     Maps starts (restart, dim) to (final points, log-likelihoods, log priors, gradient norms of
     the total objective)."""
-    signature = (problem, prior, adam_steps, learning_rate, lbfgs_steps, grad_tol)
-    if signature in _PROGRAMS:
-        return _PROGRAMS[signature]
-
     def evaluate(flat):
         params = problem.unravel(flat)
         return jnp.sum(problem.loglik(params, problem.data)), problem.log_prior(params)
@@ -212,8 +208,7 @@ def _restarts_program(problem, prior, adam_steps, learning_rate, lbfgs_steps, gr
         loglik, log_prior = evaluate(flat)
         return flat, loglik, log_prior, jnp.linalg.norm(jax.grad(total_objective)(flat))
 
-    _PROGRAMS[signature] = jax.jit(jax.vmap(fit_one))
-    return _PROGRAMS[signature]
+    return jax.jit(jax.vmap(fit_one))
 
 
 def _adam_then_lbfgs(objective, x0, adam_steps, learning_rate, lbfgs_steps, grad_tol):

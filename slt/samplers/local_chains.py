@@ -36,6 +36,7 @@ and step t's randomness depends only on (key, chain, t).
 
 from __future__ import annotations
 
+import collections
 import functools
 import os
 import time
@@ -320,24 +321,36 @@ def _chain_sharding(num_chains: int):
     return NamedSharding(Mesh(np.array(devices), ("chains",)), PartitionSpec("chains"))
 
 
-_COMPILED: dict = {}
+# The most recently used chunk programs, at most MAX_CACHED. Every compiled XLA CPU program
+# holds memory mappings of its own; keeping all of them (a new Problem is a new configuration)
+# ran a long benchmark session into the kernel's limit on mappings ("LLVM compilation error:
+# Cannot allocate memory").
+MAX_CACHED = 16
+_COMPILED: collections.OrderedDict = collections.OrderedDict()
+_compilations = 0
 
 
 def _compile(config: _Config, arguments):
-    """The chunk program for `config` and these argument shapes/shardings, compiled once."""
+    """The chunk program for `config` and these argument shapes/shardings, compiled once
+    (while among the MAX_CACHED most recently used)."""
+    global _compilations
     leaves, structure = jax.tree.flatten(arguments)
     signature = (config, structure, tuple((a.shape, a.dtype, a.sharding) for a in leaves))
     if signature in _COMPILED:
+        _COMPILED.move_to_end(signature)
         return _COMPILED[signature], True
     program = jax.jit(functools.partial(_run_chunk, config))
     compiled = program.lower(*arguments, jnp.asarray(0)).compile()
     _COMPILED[signature] = compiled
+    _compilations += 1
+    while len(_COMPILED) > MAX_CACHED:
+        _COMPILED.popitem(last=False)
     return compiled, False
 
 
 def compile_count() -> int:
     """How many chunk programs have been compiled in this process (for recompilation tests)."""
-    return len(_COMPILED)
+    return _compilations
 
 
 def _run_chunk(
