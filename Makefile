@@ -16,7 +16,7 @@ demo: $(STAMP)
 	$(VENV)/bin/slt demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2  # both cores of the 2-core reference machine
 
 bench: $(STAMP)
 	$(PY) -m benchmarks
