@@ -284,7 +284,6 @@ def llc(
         singular w*), the combination overshoots downward (measured on a one-hidden-layer
         tanh network at f = 0, n = 5000: 0.38 ± 0.08 against the exact finite-n value 0.53,
         plain 0.87). A `temperature` far above 1 says the bias is worth removing.
-
       calibration: options for `llc_calibrate` when step_size="auto" (for example
         {"chains_per_candidate": 4, "num_draws": 3000}: a longer sweep measures each
         candidate's temperature more precisely, so the hot side of the criterion bites;
