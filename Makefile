@@ -16,7 +16,7 @@ demo: $(STAMP)
 	$(VENV)/bin/slt demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2  # both cores of the 2-core reference machine
+	$(PY) -m pytest -q -n 2 --dist loadscope  # both cores; a module stays on one worker (compiles once)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks

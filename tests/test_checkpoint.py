@@ -60,6 +60,7 @@ def _wait_for_units(process, path: Path, units: int, stderr, timeout: float = 24
         time.sleep(0.02)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(
     "name, signum",
     [("llc", signal.SIGINT), ("wbic", signal.SIGTERM), ("free_energy", signal.SIGTERM),

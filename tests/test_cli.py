@@ -47,6 +47,7 @@ def test_console_script_help_runs():
         assert command in completed.stdout
 
 
+@pytest.mark.heavy
 def test_llc_on_a_csv_writes_its_outputs_and_refuses_to_overwrite(regression_csv, tmp_path,
                                                                      capsys):
     out = tmp_path / "llc"
@@ -63,6 +64,7 @@ def test_llc_on_a_csv_writes_its_outputs_and_refuses_to_overwrite(regression_csv
     assert main([*argv, "--force"]) == 0
 
 
+@pytest.mark.heavy
 def test_compare_picks_a_model_and_writes_the_table(regression_csv, tmp_path, capsys):
     out = tmp_path / "compare"
     status = main(["compare", str(regression_csv), "-m", "gaussian_mixture(1)", "-m",
@@ -147,6 +149,7 @@ def test_demo_refuses_to_overwrite_a_report(tmp_path, capsys):
     assert (tmp_path / "report.md").read_text() == "an earlier report"
 
 
+@pytest.mark.heavy
 def test_validate_quick_prints_the_calibration_table(tmp_path, capsys):
     out = tmp_path / "validation.json"
     status = main(["validate", "--quick", *QUIET, "--out", str(out)])

@@ -73,6 +73,7 @@ def _truths(key):
     ]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("index", range(12), ids=lambda i: _truths(jax.random.key(0))[i][0].name)
 def test_random_restarts_find_the_best_known_optimum(index):
     """The best of the random restarts is at least as good as a local fit started at the truth

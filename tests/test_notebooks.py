@@ -71,6 +71,7 @@ def test_kernel_runs_this_interpreter():
     assert Path(executable) == Path(sys.executable)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
 def test_notebook_executes(path):
     notebook = nbformat.read(path, as_version=4)

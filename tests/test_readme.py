@@ -3,9 +3,12 @@
 import re
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
+@pytest.mark.heavy
 def test_readme_tour_runs(capsys):
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
     namespace = {}

@@ -116,6 +116,7 @@ def assert_same(a, b, path="result"):
         assert a == b, f"{path}: {a!r} != {b!r}"
 
 
+@pytest.mark.heavy
 def test_every_result_type_is_covered(results):
     assert sorted(results) == sorted(EXPECTED)
 

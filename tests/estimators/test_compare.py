@@ -13,6 +13,7 @@ from .evidence_cases import conjugate_regression
 matplotlib.use("Agg")
 
 
+@pytest.mark.heavy
 def test_compare_nested_regressions_picks_the_true_dimension():
     """y depends on two of three inputs; both classes' log Z are exact, so is the right choice.
 

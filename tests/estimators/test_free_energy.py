@@ -52,6 +52,7 @@ def test_same_key_same_result_and_no_recompilation(regression_free_energy):
     np.testing.assert_array_equal(again.per_copy, result.per_copy)
 
 
+@pytest.mark.heavy
 def test_product_model_within_a_third_of_a_nat_of_quadrature():
     case = product_model()
     result = free_energy(case.problem, jax.random.key(1), progress=False)
@@ -59,6 +60,7 @@ def test_product_model_within_a_third_of_a_nat_of_quadrature():
     assert abs(result.free_energy + case.log_evidence) < 4 * result.std_error + 0.05
 
 
+@pytest.mark.heavy
 def test_two_component_mixture_within_a_third_of_a_nat_of_quadrature():
     case = two_component_mixture()
     result = free_energy(case.problem, jax.random.key(2), num_particles=500, progress=False)

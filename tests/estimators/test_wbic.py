@@ -53,6 +53,7 @@ def test_any_beta_can_be_asked_for():
     assert abs(result.wbic - case.expected_nll(1.0)) < 4 * result.std_error
 
 
+@pytest.mark.heavy
 def test_sgld_sampler_matches_the_closed_form_within_four_standard_errors():
     """Minibatch SGLD with the automatic step size and step-size extrapolation."""
     case = conjugate_regression()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from slt import Problem
 from slt.samplers import local_chains
@@ -187,6 +188,7 @@ def _run_with_devices(count):
     return json.loads(output.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.heavy
 def test_sharded_chains_give_the_same_numbers():
     one, four = _run_with_devices(1), _run_with_devices(4)
     assert one["devices"] == 1 and four["devices"] == 4

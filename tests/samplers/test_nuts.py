@@ -14,6 +14,7 @@ from slt.samplers import nuts
 from slt.samplers.nuts import nll_of_draws, pointwise_loglik_of_draws, sample_nuts
 
 
+@pytest.mark.heavy
 def test_chains_at_different_temperatures_hit_their_own_expectations():
     case = conjugate_regression()
     betas = np.array([0.0, 0.05, 0.2, 1.0])  # beta = 0 samples the prior
