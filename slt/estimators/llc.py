@@ -338,9 +338,6 @@ def llc(
         step_size = llc_calibrate(
             problem, params, calibration_key, **fixed, progress=progress, **calibration
         ).step_size
-    init_loss = float(problem.loss(params))
-    if not np.isfinite(init_loss):
-        raise ValueError(f"L_n(w*) is not finite ({init_loss}): params is not a valid w*")
     notes = []
     while True:
         trace = run_chains(
@@ -357,7 +354,6 @@ def llc(
             include_prior=include_prior,
             mala_every=mala_every,
             chunk_size=chunk_size,
-            reference_loss=init_loss,
             progress=progress,
             description="llc",
             checkpoint=checkpoint,
@@ -376,7 +372,7 @@ def llc(
         step_size, num_burnin = step_size / 2, 2 * num_burnin
     return summarise_trace(
         trace,
-        init_loss=init_loss,
+        init_loss=trace.center_full_loss,
         nbeta=nbeta,
         step_size=float(step_size),
         gamma=float(gamma),

@@ -163,7 +163,6 @@ def llc_calibrate(
         require_positive("every step size", step_size)
     grid_steps, grid_gammas = (g.ravel() for g in np.meshgrid(step_sizes, gammas))
     repeat = chains_per_candidate
-    init_loss = float(problem.loss(params))
     trace = run_chains(
         problem,
         params,
@@ -177,7 +176,6 @@ def llc_calibrate(
         preconditioner=preconditioner,
         include_prior=include_prior,
         mala_every=5,
-        reference_loss=init_loss,
         progress=progress,
         description="llc calibration",
     )

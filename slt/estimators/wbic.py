@@ -163,12 +163,11 @@ def _sgld(
             batch_size=batch_size, preconditioner=preconditioner, include_prior=True,
             progress=progress,
         ).step_size
-    start_loss = float(problem.loss(start))
     trace = run_chains(
         problem, start, key, num_chains=betas.size, num_steps=num_warmup + num_samples,
         step_size=float(step_size), gamma=0.0, nbeta=nbetas, batch_size=batch_size,
         preconditioner=preconditioner, include_prior=True, chunk_size=chunk_size,
-        reference_loss=start_loss, progress=progress, description="SGLD at beta",
+        progress=progress, description="SGLD at beta",
         checkpoint=checkpoint, extrapolate=extrapolate,
     )
     diverged = trace.diverged_at >= 0
@@ -179,7 +178,7 @@ def _sgld(
             f"try step_size={float(step_size) / 10:.3g}"
         )
     kept = slice(num_warmup, None)
-    nll = problem.n * (trace.loss[:, kept] - trace.center_loss[:, kept] + start_loss)
+    nll = problem.n * (trace.loss[:, kept] - trace.center_loss[:, kept] + trace.center_full_loss)
     return TemperedDraws(
         nll=np.asarray(nll, dtype=np.float64), betas=betas, positions=None,
         sample_stats={"distance": trace.distance[:, kept]},

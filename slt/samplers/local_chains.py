@@ -71,6 +71,8 @@ class ChainTrace(NamedTuple):
       |grad U(w_t)|^2) and v' Hess U_b'(w_t) v with v a Rademacher vector (unbiased for the
       Laplacian of U at w_t), U = -log pi.
     distance: ||w_t - w_center||.
+    center_full_loss: L_n(w_center), the mean of those per-example losses over the full data
+      (the reference of the divergence test, and L_n(w*) for the estimators).
     diverged_at: first step whose loss was non-finite or exploded, -1 if none.
     final_position: the last position of every chain (flat; with `extrapolate`, the eps / 2
       twin's).
@@ -83,6 +85,7 @@ class ChainTrace(NamedTuple):
     gradient_product: np.ndarray
     laplacian: np.ndarray
     distance: np.ndarray
+    center_full_loss: float
     diverged_at: np.ndarray
     final_position: np.ndarray
     compile_time: float
@@ -164,7 +167,6 @@ def run_chains(
     include_prior: bool = False,
     mala_every: int = 10,
     chunk_size: int = 500,
-    reference_loss: float | None = None,
     progress: bool = True,
     description: str = "SGLD",
     checkpoint: str | os.PathLike | None = None,
@@ -187,8 +189,6 @@ def run_chains(
         temperature's two terms (one forward-over-reverse gradient and Hessian-vector product
         on a second minibatch).
       chunk_size: steps per compiled chunk (progress is reported between chunks).
-      reference_loss: L_n(center) for divergence detection (the mean of the per-example losses
-        at `center`, which are computed anyway, if None).
       progress: show a tqdm bar.
       description: the bar's label.
       checkpoint: a file to save progress to after every chunk and resume from (see the
@@ -219,8 +219,11 @@ def run_chains(
     center_flat = problem.ravel(center)
     dtype = center_flat.dtype
     center_losses = -problem.loglik(problem.unravel(center_flat), problem.data).astype(dtype)
-    if reference_loss is None:
-        reference_loss = float(jnp.mean(center_losses))
+    center_full_loss = float(jnp.mean(center_losses))
+    if not np.isfinite(center_full_loss):
+        raise ValueError(
+            f"L_n is not finite at the centre ({center_full_loss}): it is not a valid w*"
+        )
     per_chain = [
         jnp.broadcast_to(jnp.asarray(v, dtype), (num_chains,)) for v in (step_size, gamma, nbeta)
     ]
@@ -232,7 +235,7 @@ def run_chains(
     store = Checkpoint(
         checkpoint, "run_chains", **config._asdict(), num_steps=num_steps, key=key,
         center=center_flat, step_size=per_chain[0], gamma=per_chain[1], nbeta=per_chain[2],
-        reference_loss=float(reference_loss),
+        reference_loss=center_full_loss,
     )
     carry, chunks, done, run_time = store.resume(
         _initial_carry(config, center_flat, chain_keys)
@@ -241,7 +244,8 @@ def run_chains(
     if sharding is not None:
         carry, chain_keys, per_chain = jax.device_put((carry, chain_keys, per_chain), sharding)
     arguments = (
-        carry, chain_keys, per_chain, center_flat, center_losses, jnp.asarray(reference_loss, dtype)
+        carry, chain_keys, per_chain, center_flat, center_losses,
+        jnp.asarray(center_full_loss, dtype),
     )
 
     start = time.perf_counter()
@@ -275,6 +279,7 @@ def run_chains(
         gradient_product=gradient_product,
         laplacian=laplacian,
         distance=distance,
+        center_full_loss=center_full_loss,
         diverged_at=np.asarray(carry.diverged_at),
         final_position=np.asarray(carry.sgld.position),
         compile_time=compile_time,

@@ -34,7 +34,6 @@ def test_chains_draw_shuffled_epochs_without_replacement(key):
         batch_size=10,
         mala_every=0,
         chunk_size=5,
-        reference_loss=0.0,
         progress=False,
     )
     # each epoch is 4 batches of 10 covering every index once: the epoch mean is mean(0..39)
@@ -42,9 +41,19 @@ def test_chains_draw_shuffled_epochs_without_replacement(key):
     np.testing.assert_allclose(epochs, 19.5, rtol=1e-12)
     # the paired loss at the centre is the mean over the same minibatch (from cached values)
     np.testing.assert_allclose(trace.center_loss, trace.loss, rtol=1e-12)
+    assert trace.center_full_loss == pytest.approx(19.5, rel=1e-12)  # L_n(center), full data
     # chains and epochs get different orders
     assert not np.allclose(trace.loss[0], trace.loss[1])
     assert not np.allclose(trace.loss[0, :4], trace.loss[0, 4:8])
+
+
+def test_a_centre_with_a_non_finite_loss_is_refused(key):
+    problem = Problem.from_loss(
+        lambda p, b: -jnp.log(p["w"] + b["y"]), {"w": jnp.ones(())}, {"y": jnp.zeros(20)}
+    )
+    with pytest.raises(ValueError, match="L_n is not finite at the centre"):
+        run_chains(problem, {"w": -jnp.ones(())}, key, num_chains=1, num_steps=5,
+                   step_size=1e-3, gamma=0.0, nbeta=1.0, batch_size=10, progress=False)
 
 
 def test_one_compilation_per_configuration(key):
@@ -56,7 +65,6 @@ def test_one_compilation_per_configuration(key):
         batch_size=10,
         mala_every=3,
         chunk_size=10,
-        reference_loss=0.0,
         progress=False,
     )
     before = local_chains.compile_count()
@@ -92,7 +100,6 @@ def test_divergence_stops_and_flags_the_chain(key):
         nbeta=50.0,
         batch_size=50,
         mala_every=0,
-        reference_loss=0.0,
         progress=False,
     )
     assert trace.diverged_at[0] == -1 and trace.diverged_at[1] >= 0
@@ -129,7 +136,8 @@ def test_extrapolation_combines_twin_chains(key):
 
 def test_a_twin_pair_diverges_when_either_twin_does():
     trace = local_chains.ChainTrace(
-        *(np.zeros((4, 3)) for _ in range(6)), diverged_at=np.array([-1, 7, 5, -1], np.int32),
+        *(np.zeros((4, 3)) for _ in range(6)), center_full_loss=0.0,
+        diverged_at=np.array([-1, 7, 5, -1], np.int32),
         final_position=np.zeros((4, 1)), compile_time=0.0, run_time=0.0,
     )
     np.testing.assert_array_equal(local_chains._combine_twins(trace).diverged_at, [5, 7])
