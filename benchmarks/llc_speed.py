@@ -21,8 +21,9 @@ Contenders
   * the floor: SGLD hand-written in bare JAX on the same RRR problem, one jitted `lax.scan` over
     steps of `vmap`ped chains, doing what slt's step does (the step's minibatch indices from
     `slt.samplers.shuffle.epoch_indices`, the keyed permutation slt uses, with the same key,
-    epoch and positions; minibatch gather, value-and-grad, SGLD update, paired loss L_b(w*)
-    gathered from the per-example losses at w*,
+    epoch and positions; minibatch gather, value-and-grad, SGLD update with the Langevin noise
+    of `slt.samplers.noise.standard_normal`, slt's generator, paired loss L_b(w*) gathered from
+    the per-example losses at w*,
     both losses recorded) and nothing else (no divergence check, no distance, no chunking, no
     host transfers). With the same key it draws the same minibatches and noise as slt, so both
     give the same losses and λ̂ up to float32 rounding (checked, per draw, in every run). One
@@ -279,6 +280,7 @@ def bare_sgld(arrays, *, paired: bool):
     import jax
     import jax.numpy as jnp
 
+    from slt.samplers.noise import standard_normal
     from slt.samplers.shuffle import epoch_indices
 
     config = _config(arrays)
@@ -312,7 +314,7 @@ def bare_sgld(arrays, *, paired: bool):
                                 positions, n)
         xb, yb = x[indices], y[indices]
         (_, loss), gradient = jax.value_and_grad(log_target, has_aux=True)(flat, xb, yb)
-        noise = jax.random.normal(jax.random.fold_in(chain_key, step), flat.shape, flat.dtype)
+        noise = standard_normal(jax.random.fold_in(chain_key, step), flat.shape, flat.dtype)
         flat = flat + 0.5 * eps * gradient + jnp.sqrt(eps) * noise
         center_loss = jnp.mean(center_losses[indices]) if paired else jnp.zeros_like(loss)
         return flat, (loss, center_loss)
@@ -647,8 +649,8 @@ def _report(raw: dict) -> str:
         ("slt sampling loop only (`result.run_time`: chunked scan + host copies)",
          median["slt_run"]),
         ("bare, same per-step work: minibatch indices (`epoch_indices`), gather, "
-         "value-and-grad, SGLD update, paired loss L_b(w*) gathered from cached per-example "
-         "losses", same),
+         "value-and-grad, SGLD update (slt's noise generator), paired loss L_b(w*) gathered "
+         "from cached per-example losses", same),
         ("bare, without the paired loss", median["unpaired"]),
     ]
     lines += [
