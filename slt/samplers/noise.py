@@ -12,7 +12,7 @@ The generator: counter block (c, 0), c = 0, 1, ..., encrypted under the two 32-b
 (13, 15, 26, 6, 17, 29, 16, 24) and a key injection every 4 rounds (the published cipher,
 checked against its known-answer vectors in the tests). Each block gives two 32-bit words:
 two float32 values (the top 24 bits of each word) or one float64 value (53 bits of the pair).
-A b-bit integer k becomes v = (2 (k - 2^(b-1)) + 1) / 2^b, the midpoints of 2^(b-1) equal
+A b-bit integer k becomes v = (2 (k - 2^(b-1)) + 1) / 2^b, the midpoints of the 2^b equal
 cells of (-1, 1) (exact in the float type: every intermediate is an integer below 2^b), and
 the normal is sqrt(2) erfinv(v): exactly symmetric, never infinite, truncated at |z| = 5.4 in
 float32 (JAX's own float32 normals stop at 5.3) and 8.3 in float64.
