@@ -19,22 +19,39 @@ import numpy as np
 from scipy import integrate, optimize, special
 
 N = 5000
+GAMMAS = (1.0, 0.1, 0.01, 1e-4)
+SIZES = (5000, 50_000)
 MULTIPLIERS = (1 / 8, 1 / 4, 1 / 2, 1, 2, 4, 8)  # beta = c / log n
 NUM_DATA_SETS = 400
 
+LOCALIZER_DOC = """\
+The localizer (gamma / 2) ||w||^2 makes w ~ N(0, I / gamma) a priori, and z = w1 w2 has density
+gamma K0(gamma |z|) / pi, which near 0 is (gamma / pi) (log(2 / gamma) - gamma_E - log |z|). Put
+into Z(t) this gives A = lambda and B = log(2 / gamma) - gamma_E - lambda psi(lambda) (psi the
+digamma function), so the leading finite-t value is
+  lambda - 1 / (log t + (log(2 / gamma) - gamma_E - lambda psi(lambda)) / lambda):
+the valley along the axes that the prior lets in is the log-multiplicity term, and a wider
+localizer (smaller gamma) moves lambda_hat towards lambda, at the rate log(1 / gamma) / lambda.
 
-def _lambda_hat(t: float, power: int, a: float = 1.0, b: float = 0.0) -> float:
-    """t (E_t[L_n] - L_n(0)) for data terms (a, b), by quadrature over z = w1 w2."""
+Question answered: how far does a smaller gamma close the gap, and what does it cost? Columns:
+the population value at t = n / log n (quadrature), the leading-order formula above, and the
+mean over data sets (the exact expectation of lambda_hat at this n)."""
+
+
+def _lambda_hat(t: float, power: int, a: float = 1.0, b: float = 0.0,
+                gamma: float = 1.0) -> float:
+    """t (E_t[L_n] - L_n(0)) for data terms (a, b) and localizer N(0, I / gamma), by
+    quadrature over z = w1 w2 (density proportional to K0(gamma |z|))."""
 
     def energy(z):
         return t * (a * z ** (2 * power) / 2 - b * z**power)
 
     def moment(weight):
-        """integral of weight(z) exp(-energy(z)) K0(|z|) over the real line."""
+        """integral of weight(z) exp(-energy(z)) K0(gamma |z|) over the real line."""
         scale = t ** (-1 / (2 * power))  # where the posterior of z lives
         return sum(
             integrate.quad(lambda z, s=sign: weight(s * z) * np.exp(-energy(s * z))
-                           * special.k0(z), 0, 60 * scale, points=[scale], limit=500)[0]
+                           * special.k0(gamma * z), 0, 60 * scale, points=[scale], limit=500)[0]
             for sign in (1.0, -1.0)
         )
 
@@ -47,11 +64,60 @@ def _pole_fit(log_t: np.ndarray, values: np.ndarray) -> tuple[float, float]:
     return tuple(optimize.curve_fit(model, log_t, values, p0=[values[-1], 0.0], maxfev=20000)[0])
 
 
+def _leading_term(t: float, power: int, gamma: float) -> float:
+    """lambda - 1 / (log t + B / A) with B / A from the localizer (LOCALIZER_DOC)."""
+    lam = 1 / (2 * power)
+    shift = (np.log(2 / gamma) - np.euler_gamma - lam * special.digamma(lam)) / lam
+    return lam - 1 / (np.log(t) + shift)
+
+
+def _data_terms(rng, n: int, count: int) -> list[tuple[float, float]]:
+    """(a, b) = (sum x^2 / n, sum x eps / n) of `count` simulated data sets of size n."""
+    return [(x @ x / n, x @ e / n) for x, e in (rng.normal(size=(2, n)) for _ in range(count))]
+
+
+def _localizer_table(rng) -> list[str]:
+    lines = [
+        "\n" + LOCALIZER_DOC + "\n",
+        "| powers | γ | " + " | ".join(
+            f"n = {n:,}: population, formula, data ({NUM_DATA_SETS // 2} sets)" for n in SIZES
+        ) + " |",
+        "|---|---|" + "---|" * len(SIZES),
+    ]
+    data = {n: _data_terms(rng, n, NUM_DATA_SETS // 2) for n in SIZES}
+    for power in (1, 2):
+        lam = 1 / (2 * power)
+        for gamma in GAMMAS:
+            cells = []
+            for n in SIZES:
+                t = n / np.log(n)
+                values = (
+                    _lambda_hat(t, power, gamma=gamma),
+                    _leading_term(t, power, gamma),
+                    np.mean([_lambda_hat(t, power, a, b, gamma) for a, b in data[n]]),
+                )
+                cells.append(", ".join(f"{v:.3f} ({v / lam - 1:+.0%})" for v in values))
+            lines.append(f"| ({power}, {power}) | {gamma:g} | " + " | ".join(cells) + " |")
+    lines.append(
+        "\nReading: a smaller γ closes part of the gap, and the leading-order formula tracks "
+        "the quadrature within 1–4% of λ; the data term (the posterior leaning towards the "
+        "data's MLE) costs another 3–10% of λ. Even at γ = 10⁻⁴ the exact expectation of λ̂ "
+        "misses λ by 11–18% at these n, "
+        "and the 20% target for the normal crossings is within reach of an exact sampler only "
+        "for γ ≤ 0.01 at n = 50 000. SGLD cannot go there: along the valley w2 ≈ 0 at "
+        "|w1| = r the posterior width across it shrinks like 1 / r (p = 1: 1 / (r √t)), so "
+        "the stable step shrinks like 1 / r², while the valley the localizer admits is "
+        "1 / √γ long; diffusing along it takes about t / γ² steps for p = 1 (6 √t / γ² for "
+        "p = 2): 4.6·10⁷ at t = 4600 (n = 50 000), γ = 0.01, against 4.6·10³ at γ = 1. "
+        "The gap is a property of the estimand at practical n and γ, not of the sampler.\n"
+    )
+    return lines
+
+
 def run(seed: int = 0) -> str:
     rng = np.random.default_rng(seed)
     t = N * np.asarray(MULTIPLIERS) / np.log(N)
-    data = [(x @ x / N, x @ e / N) for x, e in
-            (rng.normal(size=(2, N)) for _ in range(NUM_DATA_SETS))]
+    data = _data_terms(rng, N, NUM_DATA_SETS)
     lines = [
         "## Finite-n values of λ̂ on the normal crossings with m = 2 (quadrature)\n",
         __doc__.split("\n\n", 1)[1],
@@ -91,7 +157,7 @@ def run(seed: int = 0) -> str:
         "n therefore does not correct the finite-n gap of the LLC on these models; the gap "
         "is reported, not fitted away.\n"
     )
-    return "\n".join(lines)
+    return "\n".join(lines + _localizer_table(rng))
 
 
 if __name__ == "__main__":

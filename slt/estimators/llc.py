@@ -55,6 +55,9 @@ LOW_ACCEPTANCE = 0.5
 NEGATIVE_FRACTION = 0.5
 # A configurational temperature further than this from 1 (and 3 standard errors) earns a warning.
 HOT_TEMPERATURE = 0.1
+# lambda_hat moving between the halves of the run by more than this many standard errors
+# (`trace_drift`) earns a warning and fails a calibration candidate.
+MAX_DRIFT = 3.0
 # step_size="auto" halves a calibrated step whose run is hot at most this many times.
 AUTO_HALVINGS = 3
 
@@ -91,6 +94,9 @@ class LLCResult(Persistable):
         fraction T - 1 (exactly T - 1 when every direction has the same curvature; on a
         Gaussian target lambda_hat / T <= lambda <= lambda_hat). T < 1: the chains have not
         reached the local posterior yet. NaN when not measured.
+      drift_z: the change of lambda_hat between the first and second half of the draws in
+        standard errors (`trace_drift`); above 3 a warning says the chains have not settled
+        (lambda_hat still rising: burn-in too short for the step size).
       diverged_at: per chain, the step of divergence (-1 if none); suggested_step_size: a
         smaller step size when any chain diverged, else None.
       compile_time, run_time: seconds.
@@ -126,6 +132,7 @@ class LLCResult(Persistable):
     extrapolated: bool = False
     temperature: float = float("nan")
     temperature_std_error: float = float("nan")
+    drift_z: float = float("nan")
 
     @property
     def num_chains(self) -> int:
@@ -158,6 +165,7 @@ class LLCResult(Persistable):
                     "below_init": self.fraction_below_init,
                     "rhat": self.rhat,
                     "ess": self.ess,
+                    "drift_z": self.drift_z,
                     "diverged_chains": int(np.sum(self.diverged_at >= 0)),
                     "compile_s": self.compile_time,
                     "run_s": self.run_time,
@@ -423,6 +431,7 @@ def summarise_trace(
     mala = float(np.nanmean(acceptance)) if np.isfinite(acceptance).any() else float("nan")
     below = float(np.mean(kept < 0))
     temperature, temperature_se = _temperature(trace, num_burnin)
+    drift = trace_drift(kept)
     suggested = None
     if not healthy.all():
         suggested = step_size / 10
@@ -452,6 +461,14 @@ def summarise_trace(
         )
     if rhat > 1.1:
         messages.append(f"R-hat {rhat:.2f} > 1.1: chains disagree; run longer or burn in more")
+    if drift > MAX_DRIFT:
+        first, second = (kept[:, part].mean() for part in np.array_split(
+            np.arange(kept.shape[1]), 2))
+        messages.append(
+            f"lambda_hat drifts from {first:.3g} (first half of the draws) to {second:.3g} "
+            f"(second half), {drift:.1f} standard errors: the chains have not settled; burn "
+            "in longer (num_burnin) or draw more"
+        )
     for message in messages:
         warnings.warn(message, stacklevel=3)
     return LLCResult(
@@ -480,6 +497,7 @@ def summarise_trace(
         extrapolated=extrapolated,
         temperature=temperature,
         temperature_std_error=temperature_se,
+        drift_z=drift,
     )
 
 
@@ -490,6 +508,22 @@ def trace_statistics(values: np.ndarray) -> tuple[float, float, float, float]:
     rhat = float(az.rhat(values)) if chains >= 2 and draws >= 4 else float("nan")
     std_error = float(values.std() / np.sqrt(max(ess, 1.0)))
     return float(values.mean()), std_error, ess, rhat
+
+
+def trace_drift(values: np.ndarray) -> float:
+    """How far the mean of a (chain, draw) trace moves between the two halves of the run.
+
+    |mean(second half) - mean(first half)| in standard errors of that difference (each
+    half's standard error from its own ESS, `trace_statistics`). A stationary trace gives
+    about |N(0, 1)|; chains that are still spreading out from w* (too short a burn-in for the
+    step size) give a rising lambda_hat and a large value. NaN with fewer than 8 draws.
+    """
+    half = values.shape[1] // 2
+    if half < 4:
+        return float("nan")
+    first, second = values[:, :half], values[:, half : 2 * half]
+    se_first, se_second = (trace_statistics(part)[1] for part in (first, second))
+    return float(abs(second.mean() - first.mean()) / np.hypot(se_first, se_second))
 
 
 def validate_local_run(problem, params, key, *, gamma, nbeta, batch_size, preconditioner, counts):

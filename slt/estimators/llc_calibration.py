@@ -40,7 +40,13 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from slt.estimators.llc import default_nbeta, trace_statistics, validate_local_run
+from slt.estimators.llc import (
+    MAX_DRIFT,
+    default_nbeta,
+    trace_drift,
+    trace_statistics,
+    validate_local_run,
+)
 from slt.problem import Params, Problem
 from slt.results import Persistable
 from slt.samplers.local_chains import configurational_temperature, run_chains
@@ -287,18 +293,15 @@ def _assess(trace, chains, num_burnin, nbeta, min_acceptance, max_temperature_de
             "diverged": True,
             "passes": False,
         }
-    half = values.shape[1] // 2
-    first, second = values[:, :half], values[:, half : 2 * half]
-    se_first, se_second = (trace_statistics(part)[1] for part in (first, second))
-    drift_z = abs(second.mean() - first.mean()) / np.hypot(se_first, se_second)
+    drift_z = trace_drift(values)
     temperate = abs(temperature - 1) <= max_temperature_deviation + 2 * temperature_se
     return {
         "llc": float(values.mean()),
         "se": trace_statistics(values)[1],
         "mala_acceptance": mala,
-        "drift_z": float(drift_z),
+        "drift_z": drift_z,
         "temperature": temperature,
         "temperature_se": temperature_se,
         "diverged": False,
-        "passes": bool(mala >= min_acceptance and drift_z < 3.0 and temperate),
+        "passes": bool(mala >= min_acceptance and drift_z < MAX_DRIFT and temperate),
     }

@@ -203,3 +203,45 @@ def test_auto_step_size_halves_a_hot_calibrated_step():
     assert result.step_size == 1.2 / nbeta / 4
     assert abs(result.temperature - 1 / (1 - 0.3 / 4)) < 4 * result.temperature_std_error
     assert sum("repeated at" in message for message in result.warnings) == 2
+
+
+def test_trace_drift_is_a_standard_normal_on_stationary_correlated_traces():
+    """On stationary AR(1) traces (autocorrelation 0.9, 4 chains x 2000 draws) the half-to-half
+    difference in standard errors is N(0, 1): E[z^2] = 1 (sd of the mean over 400 traces:
+    sqrt(2 / 400) = 0.07), and z > 3 is rare; a trace that relaxes towards a mean 3 sd
+    higher over a quarter of the run (chains still leaving w*) is flagged."""
+    from slt.estimators.llc import MAX_DRIFT, trace_drift
+
+    rng = np.random.default_rng(0)
+    rho, chains, draws = 0.9, 4, 2000
+    noise = rng.normal(size=(400, chains, draws)) * np.sqrt(1 - rho**2)
+    traces = np.empty_like(noise)
+    traces[..., 0] = rng.normal(size=(400, chains))
+    for step in range(1, draws):
+        traces[..., step] = rho * traces[..., step - 1] + noise[..., step]
+    z = np.array([trace_drift(trace) for trace in traces])
+    assert abs(np.mean(z**2) - 1) < 4 * np.sqrt(2 / len(z))
+    assert np.mean(z > 3) < 0.02
+    relaxing = traces[0] + 3 * (1 - np.exp(-np.arange(draws) / 500))
+    assert trace_drift(relaxing) > MAX_DRIFT
+
+
+def test_a_run_that_has_not_settled_is_flagged():
+    """Langevin on N(0, 1/h) in 400 dimensions from w* = 0 at eps h = 0.005 without burn-in:
+    the variance relaxes as 1 - (1 - eps h)^(2k), over ~100 steps, so lambda_hat still rises
+    through the first half of 1000 draws (mean 80% of d/2 there, against 99.9% in the second);
+    with 5000 steps of burn-in it has settled. 16 chains: the fluctuations of lambda_hat
+    decorrelate as slowly as its mean relaxes (both over ~1 / (eps h) steps), so the drift
+    stands out only against the standard error of many chains (z ~ 6; ~3 with 4 chains)."""
+    dim, nbeta, eps_h = 400, 50.0, 0.005
+    problem, center = _gaussian_problem(dim), {"w": jnp.zeros(dim)}
+    runs = [
+        slt.llc(problem, center, jax.random.key(8), num_chains=16, num_draws=1000,
+                num_burnin=burnin, step_size=eps_h / nbeta, gamma=0.0, nbeta=nbeta,
+                batch_size=100, progress=False)
+        for burnin in (0, 5000)
+    ]
+    unsettled, settled = runs
+    assert unsettled.drift_z > 3
+    assert any("drifts from" in message for message in unsettled.warnings)
+    assert not any("drifts from" in message for message in settled.warnings)
