@@ -76,6 +76,13 @@ from slt.geometry.spectrum import DEFAULT_RANK_TOL, check_rank_tol
 from slt.models.base import ModelSpec
 from slt.problem import Params, Problem
 from slt.results import Persistable
+from slt.validation import (
+    InputError,
+    require_instance,
+    require_int,
+    require_one_of,
+    require_positive,
+)
 
 __all__ = [
     "FISHER_KINDS",
@@ -130,18 +137,12 @@ def _direction(gradient, metric, solver: str, damping, rank_tol) -> NaturalGradi
 
 
 def _check_solver(solver: str, damping) -> float | None:
-    if solver not in SOLVERS:
-        raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
+    require_one_of("solver", solver, SOLVERS)
     if damping is None:
         return None
-    try:
-        value = float(damping)
-    except (TypeError, ValueError):
-        value = float("nan")
-    if isinstance(damping, bool) or not np.isfinite(value) or value < 0:
-        raise ValueError(f"damping must be a finite number >= 0 (or None), got {damping!r}")
+    value = require_positive("damping", damping, allow_zero=True)
     if solver == "pinv":
-        raise ValueError("solver='pinv' takes no damping; use solver='damped' to damp")
+        raise InputError("solver='pinv' takes no damping; use solver='damped' to damp")
     return value
 
 
@@ -302,12 +303,9 @@ def natural_gradient(
     """
     damping = _check_solver(solver, damping)
     rank_tol = check_rank_tol(rank_tol)
-    if kind not in FISHER_KINDS:
-        raise ValueError(f"kind must be one of {FISHER_KINDS}, got {kind!r}")
-    if not (np.isfinite(learning_rate) and learning_rate > 0):
-        raise ValueError(f"learning_rate must be > 0, got {learning_rate!r}")
-    if not isinstance(model, ModelSpec):
-        raise ValueError(f"model must be a ModelSpec from slt.models, got {type(model).__name__}")
+    require_one_of("kind", kind, FISHER_KINDS)
+    learning_rate = require_positive("learning_rate", learning_rate)
+    require_instance("model", model, ModelSpec, "a ModelSpec from slt.models")
     with jax.enable_x64(True):
         problem = model.problem(data)
         values = {k: np.asarray(v) for k, v in problem.constrain(problem.init(
@@ -527,8 +525,10 @@ def natural_gradient_fit(
       A `NaturalGradientResult`.
 
     Raises:
-      ValueError: unknown solver or kind, damping < 0, damping with "pinv", learning_rate or
-        max_steps not positive, no key and no init, a non-finite objective at the start.
+      InputError (a ValueError, `slt.validation`): unknown solver or kind, damping < 0,
+        damping with "pinv", learning_rate or max_steps not positive, grad_tol < 0, model not
+        a ModelSpec, no key and no init.
+      ValueError: a non-finite objective at the start.
       FloatingPointError: damping 0 at a singular metric (use damping > 0 or "pinv").
 
     Example:
@@ -536,12 +536,10 @@ def natural_gradient_fit(
       >>> fit = natural_gradient_fit(spec, data, jax.random.key(0), prior=False)
       >>> fit.loglik, fit.rank, fit.history[["objective", "rank"]]
     """
-    if isinstance(max_steps, bool) or int(max_steps) != max_steps or max_steps < 1:
-        raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
-    if not grad_tol >= 0:
-        raise ValueError(f"grad_tol must be >= 0, got {grad_tol!r}")
+    max_steps = require_int("max_steps", max_steps, minimum=1)
+    grad_tol = require_positive("grad_tol", grad_tol, allow_zero=True)
     if key is None and init is None:
-        raise ValueError("give a PRNG key (for the starting point) or init")
+        raise InputError("give a PRNG key (for the starting point) or init")
     key = jax.random.key(0) if key is None else key
     optimiser = natural_gradient(
         model, data, prior=prior, kind=kind, solver=solver, damping=damping,

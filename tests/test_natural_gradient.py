@@ -205,9 +205,9 @@ def test_bad_input_is_refused(regression):
         natural_gradient_fit(spec, data, jax.random.key(0), solver="pinv", damping=1e-2)
     with pytest.raises(ValueError, match="kind must be one of"):
         natural_gradient_fit(spec, data, jax.random.key(0), kind="observed")
-    with pytest.raises(ValueError, match="learning_rate must be > 0"):
+    with pytest.raises(ValueError, match="learning_rate must be a finite number > 0"):
         natural_gradient_fit(spec, data, jax.random.key(0), learning_rate=0.0)
-    with pytest.raises(ValueError, match="max_steps must be a positive integer"):
+    with pytest.raises(ValueError, match="max_steps must be an integer >= 1"):
         natural_gradient_fit(spec, data, jax.random.key(0), max_steps=0)
     with pytest.raises(ValueError, match="PRNG key"):
         natural_gradient_fit(spec, data)
