@@ -268,7 +268,12 @@ def llc(
       gamma: localization strength (gamma / 2) ||w - w*||^2. The default 1 is small against
         n beta times the curvature of L_n in identifiable directions, so it barely biases
         lambda_hat there; measured, gamma = 100 shrank lambda_hat of a 3-parameter linear
-        regression at n = 5000 by 25% and of the normal-crossing toys by over 90%.
+        regression at n = 5000 by 25% and of the normal-crossing toys by over 90%. Where the
+        set of minima through w* is unbounded (multiplicity m > 1), the length ~1 / sqrt(gamma)
+        of it that the localizer admits is part of the estimand: on the normal crossings at
+        n = 5000 the exact expectation of lambda_hat is 35-43% below lambda at gamma = 1 and
+        20-22% below at gamma = 0.01, but SGLD needs of order n beta / gamma^2 steps to cover
+        that valley (benchmarks/RESULTS.md, "Finite-n values").
       nbeta: n beta; default n / log n (beta = 1 / log n).
       batch_size: minibatch size (capped at n).
       preconditioner: None (SGLD) or "rmsprop" (pSGLD).
