@@ -255,8 +255,9 @@ def llc(
       num_draws: draws per chain kept for the estimate (one per step).
       num_burnin: steps per chain discarded first.
       step_size: SGLD step size eps, or "auto": choose it with `llc_calibrate` (the largest
-        step size that passes its criterion; see its docstring), then check the run: if its
-        configurational temperature T exceeds 1 + 0.1 by more than one standard error (the
+        step size that passes its criterion; see its docstring), then check the run: if a
+        chain diverged (it reached a stiffer region than the short calibration runs saw) or
+        the configurational temperature T exceeds 1 + 0.1 by more than one standard error (the
         chains ran hot: lambda_hat too high), halve the step and run again with twice the
         burn-in (the chains move half as far per step), at most 3 times, each repetition
         noted in `warnings` (not with a checkpoint, whose file belongs to one
@@ -374,13 +375,23 @@ def llc(
         )
         if not auto or checkpoint is not None or len(notes) == AUTO_HALVINGS:
             break
-        temperature, temperature_se = _temperature(trace, num_burnin)
-        if not temperature - 1 > HOT_TEMPERATURE + temperature_se:
-            break
+        diverged = trace.diverged_at[trace.diverged_at >= 0]
+        if diverged.size:
+            problem_found = (
+                f"{diverged.size} chain(s) diverged (first at step {int(diverged.min())})"
+            )
+        else:
+            temperature, temperature_se = _temperature(trace, num_burnin)
+            if not temperature - 1 > HOT_TEMPERATURE + temperature_se:
+                break
+            problem_found = (
+                f"was hot (configurational temperature {temperature:.2f} ± "
+                f"{temperature_se:.2f})"
+            )
         notes.append(
-            f"step_size='auto': the run at the calibrated step {step_size:.3g} was hot "
-            f"(configurational temperature {temperature:.2f} ± {temperature_se:.2f}); "
-            f"repeated at {step_size / 2:.3g} with {2 * num_burnin} burn-in steps"
+            f"step_size='auto': the run at the calibrated step {step_size:.3g} "
+            f"{problem_found}; repeated at {step_size / 2:.3g} with {2 * num_burnin} burn-in "
+            "steps"
         )
         step_size, num_burnin = step_size / 2, 2 * num_burnin
     return summarise_trace(

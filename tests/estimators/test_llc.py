@@ -1,5 +1,7 @@
 """The local learning coefficient: API, diagnostics and accuracy against TRUTH.md."""
 
+from types import SimpleNamespace
+
 import jax
 import jax.numpy as jnp
 import matplotlib
@@ -245,3 +247,24 @@ def test_a_run_that_has_not_settled_is_flagged():
     assert unsettled.drift_z > 3
     assert any("drifts from" in message for message in unsettled.warnings)
     assert not any("drifts from" in message for message in settled.warnings)
+
+
+def test_auto_step_size_repeats_a_run_that_diverged(monkeypatch):
+    """The calibration (replaced here) hands llc eps h = 4.02 on a Gaussian, which is unstable:
+    the SGLD drift, eps / 2 times the gradient, multiplies w by 1 - eps h / 2 = -1.01 per
+    step. The full run diverges, so llc repeats at a half (stable but hot:
+    T = 1 / (1 - eps h / 4) = 2.0), a quarter (T = 1.34) and an eighth (T = 1.14), noting
+    each repetition, and keeps no diverged chain."""
+    from slt.estimators import llc_calibration
+
+    dim, nbeta = 20, 50.0
+    monkeypatch.setattr(llc_calibration, "llc_calibrate",
+                        lambda *args, **kwargs: SimpleNamespace(step_size=4.02 / nbeta))
+    result = slt.llc(
+        _gaussian_problem(dim), {"w": jnp.zeros(dim)}, jax.random.key(13), num_draws=3000,
+        num_burnin=200, gamma=0.0, nbeta=nbeta, batch_size=100, mala_every=5, progress=False,
+    )
+    assert "diverged" in result.warnings[0] and "repeated at" in result.warnings[0]
+    assert sum("repeated at" in message for message in result.warnings) == 3
+    assert np.all(result.diverged_at < 0)
+    assert result.step_size == 4.02 / nbeta / 8
