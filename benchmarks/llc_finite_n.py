@@ -4,9 +4,9 @@ lambda_hat estimates t (E_t[L_n(w)] - L_n(w0)) at t = n beta under the local pos
 exp(-t (L_n(w) - L_n(w0))) N(w; 0, I). For the normal crossing y = x (w1 w2)^p + eps with
 truth w0 = 0 the loss depends on w only through z = w1 w2 (density K0(|z|) / pi under N(0, I)):
 t (L_n(w) - L_n(0)) = t (a z^(2p) / 2 - b z^p), a = sum x^2 / n, b = sum x eps / n. So the
-posterior expectation is a ratio of one-dimensional integrals, computed here by adaptive
-quadrature: no sampling error. Population curve: a = 1, b = 0 (the n -> infinity limit of the
-data terms at fixed t). lambda = 1 / (2p), multiplicity m = 2.
+posterior expectation is a ratio of one-dimensional integrals, computed by adaptive quadrature
+(`slt.truth.normal_crossing_expected_llc`): no sampling error. Population curve: a = 1, b = 0
+(the n -> infinity limit of the data terms at fixed t). lambda = 1 / (2p), multiplicity m = 2.
 
 Question answered: can a fit over several temperatures remove the finite-n gap? With m = 2,
 Z(t) ~ t^(-lambda) (A log t + B), so t E_t[K] = lambda - 1 / (log t + B / A) + O(t^-1): two
@@ -21,10 +21,10 @@ import warnings
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy import integrate, optimize, special
+from scipy import optimize, special
 
 import slt
-from slt import models
+from slt import models, truth
 
 N = 5000
 GAMMAS = (1.0, 0.1, 0.01, 1e-4)
@@ -51,22 +51,9 @@ mean over data sets (the exact expectation of lambda_hat at this n)."""
 
 def _lambda_hat(t: float, power: int, a: float = 1.0, b: float = 0.0,
                 gamma: float = 1.0) -> float:
-    """t (E_t[L_n] - L_n(0)) for data terms (a, b) and localizer N(0, I / gamma), by
-    quadrature over z = w1 w2 (density proportional to K0(gamma |z|))."""
-
-    def energy(z):
-        return t * (a * z ** (2 * power) / 2 - b * z**power)
-
-    def moment(weight):
-        """integral of weight(z) exp(-energy(z)) K0(gamma |z|) over the real line."""
-        scale = t ** (-1 / (2 * power))  # where the posterior of z lives
-        return sum(
-            integrate.quad(lambda z, s=sign: weight(s * z) * np.exp(-energy(s * z))
-                           * special.k0(gamma * z), 0, 60 * scale, points=[scale], limit=500)[0]
-            for sign in (1.0, -1.0)
-        )
-
-    return moment(energy) / moment(lambda z: 1.0)
+    """t (E_t[L_n] - L_n(0)) for data terms (a, b): `slt.truth.normal_crossing_expected_llc`."""
+    return truth.normal_crossing_expected_llc(t, power, second_moment=a, cross_moment=b,
+                                              gamma=gamma)
 
 
 def _pole_fit(log_t: np.ndarray, values: np.ndarray) -> tuple[float, float]:

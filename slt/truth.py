@@ -58,6 +58,7 @@ __all__ = [
     "nig_linear_regression_log_evidence",
     "product_model_log_evidence",
     "two_component_mixture_log_evidence",
+    "normal_crossing_expected_llc",
 ]
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -1036,3 +1037,81 @@ def two_component_mixture_log_evidence(x, mean_prior_scale=1.0) -> float:
     # resolve it at every scale down to its width (about 1/sqrt(n)).
     log_outer = _log_integral(outer_log_integrand, -bound, bound, grid_size=129, vectorized=False)
     return float(log_null + log_outer)
+
+
+# ---------------------------------------------------------------------------------------
+# Finite-n expectations
+# ---------------------------------------------------------------------------------------
+
+
+def normal_crossing_expected_llc(
+    nbeta, power, *, second_moment=1.0, cross_moment=0.0, gamma=1.0
+) -> float:
+    """Exact expectation of λ̂ on the equal-power normal crossing, at finite ``nβ``.
+
+    The model ``y = x (w1 w2)^p + ε`` (unit noise) at ``w* = w0 = 0``, with data entering
+    only through ``a = Σ x_i² / n`` (``second_moment``) and ``b = Σ x_i y_i / n``
+    (``cross_moment``): ``L_n(w) - L_n(0) = a z^(2p) / 2 - b z^p`` with ``z = w1 w2``.
+    The local posterior ``∝ exp(-t (L_n(w) - L_n(0)) - (γ/2)‖w‖²)``, ``t = nβ``, is what
+    `slt.llc` samples (``include_prior=False``), and this function returns the quantity it
+    estimates::
+
+        λ̂ = t (E[L_n(w)] - L_n(0)) = ∫ E(z) e^(-E(z)) K0(γ|z|) dz / ∫ e^(-E(z)) K0(γ|z|) dz,
+
+    ``E(z) = t (a z^(2p) / 2 - b z^p)``, because ``z = w1 w2`` with ``w ~ N(0, I/γ)`` has
+    density ``γ K0(γ|z|) / π``. Both integrals are one-dimensional (adaptive quadrature,
+    relative accuracy about 1e-8): no sampling error.
+
+    λ = 1/(2p) with multiplicity 2, and λ̂ approaches it only like
+    ``λ - 1 / (log t + (log(2/γ) - γ_E - λ ψ(λ)) / λ)`` (ψ the digamma function, γ_E Euler's
+    constant; from the logarithm of K0 at 0): 37% below λ for p = 2 at n = 5000,
+    β = 1/log n, γ = 1, on the population values ``a = 1, b = 0``.
+
+    Args:
+      nbeta: t = nβ > 0.
+      power: p, a positive integer (the powers are (p, p)).
+      second_moment: a > 0; 1 is the population value (``E[x²]``).
+      cross_moment: b, any finite number; 0 is the population value.
+      gamma: the localization strength γ > 0.
+
+    Returns:
+      The exact ``t (E[L_n(w)] - L_n(0))`` as a Python float.
+
+    Example:
+      >>> round(normal_crossing_expected_llc(5000 / math.log(5000), 2), 3)
+      0.156
+
+    References:
+      Lau, Furman, Wang, Murfet, Wei, The local learning coefficient, AISTATS 2025 (the
+      estimand); Watanabe (2009) for λ and m of the normal crossing.
+    """
+    t = _positive("nbeta", nbeta)
+    p = _as_int("power", power, minimum=1)
+    a = _positive("second_moment", second_moment)
+    b = float(cross_moment)
+    if not math.isfinite(b):
+        raise ValueError(f"cross_moment must be a finite number, got {cross_moment!r}")
+    g = _positive("gamma", gamma)
+
+    def energy(z):
+        return t * (a * z ** (2 * p) / 2 - b * z**p)
+
+    # Where the posterior of z lives: the quartic (p = 2) or quadratic (p = 1) well of width
+    # t^(-1/(2p)), shifted by the data term to at most (2|b|/a)^(1/p); the integrand is
+    # negligible beyond 40 such widths.
+    width = max((t * a) ** (-1 / (2 * p)), (2 * abs(b) / a) ** (1 / p))
+    # exp(-E) is scaled by its largest value, reached where u = z^p solves a u = b.
+    root = (abs(b) / a) ** (1 / p)
+    shift = min(energy(z) for z in (0.0, root, -root))
+
+    def moment(weight):
+        return sum(
+            integrate.quad(
+                lambda z, s=sign: weight(s * z) * math.exp(shift - energy(s * z))
+                * special.k0(g * z),
+                0.0, 40.0 * width, points=[width], limit=500, epsabs=0.0, epsrel=1e-10,
+            )[0]
+            for sign in (1.0, -1.0)
+        )
+
+    return float(moment(energy) / moment(lambda z: 1.0))

@@ -830,3 +830,81 @@ def test_mixture_evidence_for_far_data():
     x = np.concatenate([np.random.default_rng(5).normal(size=10), [15.0, 16.0]])
     expected = _mixture_log_evidence_by_symmetric_polynomials(x, 1.0, bound=40.0, panels=4000)
     assert two_component_mixture_log_evidence(x) == pytest.approx(expected, abs=1e-10)
+
+
+# ---------------------------------------------------------------------------------------
+# The exact finite-n expectation of lambda_hat on the equal-power normal crossing
+# ---------------------------------------------------------------------------------------
+
+
+def _expected_llc_in_the_plane(t, power, a, b, gamma):
+    """t E[L_n - L_n(0)] by 2-D quadrature over (w1, w2) itself, with the Gaussian localizer
+    written out (no K0, no change of variables)."""
+
+    def energy(w1, w2):
+        z = w1 * w2
+        return t * (a * z ** (2 * power) / 2 - b * z**power)
+
+    def moment(weight):
+        bound = 9 / math.sqrt(gamma)
+        return integrate.dblquad(
+            lambda w2, w1: weight(w1, w2)
+            * math.exp(-energy(w1, w2) - gamma * (w1 * w1 + w2 * w2) / 2),
+            -bound, bound, -bound, bound, epsabs=1e-11, epsrel=1e-9,
+        )[0]
+
+    return moment(energy) / moment(lambda w1, w2: 1.0)
+
+
+@pytest.mark.parametrize(
+    "t, power, a, b, gamma", [(20.0, 1, 1.1, 0.2, 1.0), (10.0, 2, 1.0, 0.4, 2.0)]
+)
+def test_normal_crossing_expected_llc_equals_the_integral_over_the_plane(t, power, a, b, gamma):
+    exact = truth.normal_crossing_expected_llc(
+        t, power, second_moment=a, cross_moment=b, gamma=gamma
+    )
+    assert exact == pytest.approx(_expected_llc_in_the_plane(t, power, a, b, gamma), rel=1e-6)
+
+
+@pytest.mark.parametrize("power, gamma", [(1, 1.0), (2, 1.0), (2, 0.01)])
+def test_normal_crossing_expected_llc_approaches_its_leading_term(power, gamma):
+    """lambda - 1 / (log t + (log(2/gamma) - gamma_E - lambda psi(lambda)) / lambda) is the
+    leading finite-t behaviour (multiplicity 2): the gap to it shrinks as t grows, while the
+    gap to lambda itself stays large at every practical t."""
+    lam = 1 / (2 * power)
+    shift = (math.log(2 / gamma) - np.euler_gamma - lam * special.digamma(lam)) / lam
+    gaps = []
+    for t in (1e3, 1e6, 1e9, 1e12):
+        value = truth.normal_crossing_expected_llc(t, power, gamma=gamma)
+        gaps.append(abs(value - (lam - 1 / (math.log(t) + shift))))
+        assert value < lam
+    assert gaps == sorted(gaps, reverse=True) and gaps[-1] < 1e-3
+
+
+def test_normal_crossing_expected_llc_symmetries():
+    """For odd p the posterior of z is mirrored by b -> -b; for even p it is not."""
+    t = 5000 / math.log(5000)
+
+    def value(power, b):
+        return truth.normal_crossing_expected_llc(t, power, cross_moment=b)
+
+    assert value(1, 0.02) == pytest.approx(value(1, -0.02), rel=1e-9)
+    assert value(2, 0.02) < value(2, 0.0) < value(2, -0.02)  # b > 0 pulls z^2 off 0: lower loss
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"nbeta": 0.0}, "nbeta"),
+        ({"power": 0}, "power"),
+        ({"power": 1.5}, "power"),
+        ({"second_moment": -1.0}, "second_moment"),
+        ({"cross_moment": np.nan}, "cross_moment"),
+        ({"gamma": 0.0}, "gamma"),
+    ],
+)
+def test_normal_crossing_expected_llc_names_bad_input(kwargs, name):
+    arguments = {"nbeta": 100.0, "power": 1} | kwargs
+    nbeta, power = arguments.pop("nbeta"), arguments.pop("power")
+    with pytest.raises(ValueError, match=name):
+        truth.normal_crossing_expected_llc(nbeta, power, **arguments)
