@@ -27,14 +27,24 @@ Carlo error: 4 chains x 1000 draws after 500 warm-up, `slt.wbic`'s sampler). Col
 against it, which is the sampler's own error (step-size bias), apart from the finite-n gap
 between the two lambda columns. Column T: the configurational temperature of the lambda_hat
 runs (1 = unbiased sampling; `LLCResult.temperature`), median over data sets.
+
+Tests. tests/estimators/test_llc_accuracy.py (slow, 12 minutes on 2 cores) recomputes the
+lambda_hat column with the same keys (it reproduces every digit shown) and holds each row to
+its target. On the equal-power normal crossings it also checks lambda_hat against the exact
+finite-n value of each data set by quadrature (`slt.truth.normal_crossing_expected_llc`): its
+mean over the six data sets, 0.355 for (1, 1) and 0.147 for (2, 2), agrees with the NUTS
+column.
 """
 
 from __future__ import annotations
 
+import functools
 import statistics
 import sys
 import time
 import warnings
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -43,28 +53,128 @@ import numpy as np
 import slt
 from slt import models, truth
 from slt.estimators.wbic import tempered_draws
+from slt.models.base import ModelSpec
+
+NUM_DRAWS, NUM_BURNIN = 10_000, 5_000
+TOY_GROUPS = ("normal crossing", "tanh")  # truth at a singular point; exact value at n by NUTS
 
 
-def _rrr_cases():
+class Case(NamedTuple):
+    """One accuracy case: lambda, the issue's target (relative error at most `target`), the
+    data sets it is averaged over, and `build(key) -> (spec, w0)`, the model and its true
+    parameter (built on demand: listing the cases stays cheap)."""
+
+    name: str
+    group: str  # "regular", "normal crossing", "linear network" or "tanh"
+    exact: float
+    target: float
+    build: Callable[[jax.Array], tuple[ModelSpec, dict]]
+    n: int = 20_000
+    num_sets: int = 4
+
+
+class Estimates(NamedTuple):
+    """lambda_hat at w0 on each data set where the step-size calibration found a step."""
+
+    llc: np.ndarray
+    std_error: np.ndarray  # each run's own Monte Carlo standard error
+    temperature: np.ndarray
+    step_size: np.ndarray
+    seeds: list  # the data sets (seeds of `simulate`) these belong to
+    failures: int  # data sets on which no candidate step size passed the calibration
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.llc))
+
+    @property
+    def se(self) -> float:
+        """Standard error of the mean over data sets (their spread, sampling error included)."""
+        return float(np.std(self.llc) / np.sqrt(len(self.llc)))
+
+
+def cases() -> list[Case]:
+    """The cases of issue 3, in the order of the results table."""
+    rows = [Case("linear regression d=5 (regular)", "regular", 2.5, 0.10, _regular)]
+    for powers in [(1, 1), (1, 2), (2, 2), (1, 3)]:
+        rows.append(_toy(f"normal crossing {powers}", "normal crossing",
+                         truth.normal_crossing_rlct(powers), 0.20,
+                         functools.partial(_normal_crossing, powers)))
     for M, N, H, r in [(5, 5, 3, 1), (8, 6, 4, 2), (10, 10, 5, 0), (4, 8, 6, 3), (6, 6, 6, 3)]:
-        yield (f"RRR (M,N,H,r)=({M},{N},{H},{r})", [M, H, N], r, truth.rrr_rlct(M, N, H, r))
+        rows.append(Case(f"RRR (M,N,H,r)=({M},{N},{H},{r})", "linear network",
+                         float(truth.rrr_rlct(M, N, H, r).value), 0.25,
+                         functools.partial(_linear_network, [M, H, N], r)))
+    for widths, r in [([5, 3, 3, 5], 1), ([4, 6, 2, 6, 4], 2), ([3, 4, 5, 6], 2),
+                      ([10, 10, 10], 5), ([10, 10, 10, 10], 0)]:
+        rows.append(Case(f"DLN {widths} r={r}", "linear network",
+                         float(truth.dln_rlct(widths, r).value), 0.25,
+                         functools.partial(_linear_network, widths, r)))
+    for hidden in [1, 2, 3, 4]:
+        rows.append(_toy(f"tanh 1-{hidden}-1, f = 0", "tanh", truth.tanh_rlct(hidden), 0.25,
+                         functools.partial(_tanh_at_zero, hidden)))
+    return rows
 
 
-def _dln_cases():
-    for widths, r in [
-        ([5, 3, 3, 5], 1),
-        ([4, 6, 2, 6, 4], 2),
-        ([3, 4, 5, 6], 2),
-        ([10, 10, 10], 5),
-        ([10, 10, 10, 10], 0),
-    ]:
-        yield (f"DLN {widths} r={r}", widths, r, truth.dln_rlct(widths, r))
+def _toy(name, group, exact, target, build) -> Case:
+    """A toy whose truth is a singular point: 6 data sets of n = 5000 (see the protocol)."""
+    return Case(name, group, float(exact.value), target, build, n=5000, num_sets=6)
 
 
-def _linear_network_row(key, name, widths, rank, exact):
-    spec = models.deep_linear_network(widths)
-    values = models.random_low_rank(key, widths, rank)
-    return _row(name, float(exact.value), spec, values, key, at_mle=True)
+def _regular(key):
+    return models.linear_regression(5), {"w": jnp.array([1.0, -1.0, 0.5, 0.0, 2.0])}
+
+
+def _normal_crossing(powers, key):
+    return models.normal_crossing(powers), {"w": jnp.zeros(2)}
+
+
+def _linear_network(widths, rank, key):
+    """A deep linear network (depth 2: reduced-rank regression) at a random rank-`rank` w0."""
+    return models.deep_linear_network(widths), models.random_low_rank(key, widths, rank)
+
+
+def _tanh_at_zero(hidden, key):
+    return (models.two_layer_network(1, hidden, 1, bias=False),
+            {"V": jnp.zeros((hidden, 1)), "U": jnp.zeros((1, hidden))})
+
+
+def data_key(key: jax.Array, seed: int) -> jax.Array:
+    return jax.random.fold_in(key, seed)
+
+
+def simulate(case: Case, key: jax.Array, seed: int) -> dict:
+    """Data set number `seed` of `case` (the same for the benchmark and the tests)."""
+    spec, values = case.build(key)
+    return spec.simulate(data_key(key, seed), values, case.n)
+
+
+def _llc(problem, params, key):
+    """`slt.llc` with its defaults (calibrated step size) and the protocol's chain lengths,
+    warnings silenced; None when no step size passes the calibration criterion."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return slt.llc(problem, params, key, num_draws=NUM_DRAWS, num_burnin=NUM_BURNIN,
+                           progress=False)
+        except ValueError:
+            return None
+
+
+def estimate(case: Case, key: jax.Array) -> Estimates:
+    """lambda_hat at w* = w0 on each of the case's data sets (see the protocol)."""
+    spec, values = case.build(key)
+    results, seeds = [], []
+    for seed in range(case.num_sets):
+        problem = spec.problem(simulate(case, key, seed))
+        result = _llc(problem, problem.unconstrain(values),
+                      jax.random.fold_in(data_key(key, seed), 99))
+        if result is not None:
+            results.append(result)
+            seeds.append(seed)
+    jax.clear_caches()  # a long session of new problems would otherwise pile up programs
+    return Estimates(*(np.array([getattr(r, field) for r in results]) for field in
+                       ("llc_mean", "llc_std_error", "temperature", "step_size")),
+                     seeds=seeds, failures=case.num_sets - len(results))
 
 
 def _exact_finite_n(problem, w0, key) -> float:
@@ -75,78 +185,50 @@ def _exact_finite_n(problem, w0, key) -> float:
     return float(beta * (draws.nll.mean() - problem.n * float(problem.loss(w0))))
 
 
-def _row(name, exact, spec, values, key, *, at_mle=False, num_sets=4, n=20_000,
-         num_draws=10_000, num_burnin=5_000, exact_reference=False):
-    """lambda_hat at w0 = `values` averaged over `num_sets` data sets (see the protocol)."""
+def _row(case: Case, key: jax.Array) -> dict:
+    """The table row of `case`: lambda_hat at w0, and at the MLE of the first data set
+    (regression models) or the exact finite-n value by NUTS (toys)."""
     start = time.perf_counter()
-    estimates, steps, failures, mle_estimate = [], [], 0, None
-    references, temperatures = [], []
-    for seed in range(num_sets):
-        data_key = jax.random.fold_in(key, seed)
-        problem = spec.problem(spec.simulate(data_key, values, n))
-        w0 = problem.unconstrain(values)
-        points = {"w0": w0}
-        if exact_reference:
-            references.append(_exact_finite_n(problem, w0, jax.random.fold_in(data_key, 7)))
-        if at_mle and seed == 0:
-            points["mle"] = slt.fit_map(problem, data_key, prior=False, init=w0,
-                                        num_restarts=4).params
-        for point, params in points.items():
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                try:
-                    result = slt.llc(problem, params, jax.random.fold_in(data_key, 99),
-                                     num_draws=num_draws, num_burnin=num_burnin, progress=False)
-                except ValueError:  # no step size passes the calibration criterion
-                    failures += point == "w0"
-                    continue
-            if point == "mle":
-                mle_estimate = result.llc_mean
-            else:
-                estimates.append(result.llc_mean)
-                steps.append(result.step_size)
-                temperatures.append(result.temperature)
-    mean = float(np.mean(estimates))
-    jax.clear_caches()  # a long session of new problems would otherwise pile up programs
-    print(f"llc_accuracy: {name}: {mean:.4g} (exact {exact:.4g}), references {references}, "
-          f"steps {steps}, temperatures {temperatures}", file=sys.stderr, flush=True)
+    estimates = estimate(case, key)
+    references, mle_estimate = [], None
+    spec, values = case.build(key)
+    problem = spec.problem(simulate(case, key, 0))
+    w0 = problem.unconstrain(values)
+    if case.group not in TOY_GROUPS:
+        mle = slt.fit_map(problem, data_key(key, 0), prior=False, init=w0, num_restarts=4)
+        result = _llc(problem, mle.params, jax.random.fold_in(data_key(key, 0), 99))
+        mle_estimate = None if result is None else result.llc_mean
+    else:
+        for seed in range(case.num_sets):
+            problem = spec.problem(simulate(case, key, seed))
+            references.append(_exact_finite_n(problem, w0, jax.random.fold_in(
+                data_key(key, seed), 7)))
+    jax.clear_caches()
+    print(f"llc_accuracy: {case.name}: {estimates.mean:.4g} (exact {case.exact:.4g}), "
+          f"references {references}, steps {estimates.step_size}, "
+          f"temperatures {estimates.temperature}", file=sys.stderr, flush=True)
     return {
-        "case": name,
-        "exact": exact,
-        "llc": mean,
-        "se": float(np.std(estimates) / np.sqrt(len(estimates))),
-        "relative_error": mean / exact - 1,
+        "case": case.name,
+        "exact": case.exact,
+        "llc": estimates.mean,
+        "se": estimates.se,
+        "relative_error": estimates.mean / case.exact - 1,
         "mle": mle_estimate,
-        "sets": f"{len(estimates)}/{num_sets}",
-        "step_size": float(np.median(steps)),
-        "temperature": float(np.median(temperatures)),
+        "sets": f"{len(estimates.llc)}/{case.num_sets}",
+        "step_size": float(np.median(estimates.step_size)),
+        "temperature": float(np.median(estimates.temperature)),
         "finite_n": float(np.mean(references)) if references else None,
         "seconds": time.perf_counter() - start,
     }
 
 
-def _toy_row(name, exact, spec, values, key):
-    return _row(name, exact, spec, values, key, num_sets=6, n=5000, exact_reference=True)
-
-
 def run(key=None) -> str:
     key = jax.random.key(0) if key is None else key
     jax.config.update("jax_enable_x64", False)  # sampling in float32, as users run it
-    linear = models.linear_regression(5)
-    rows = [
-        _row("linear regression d=5 (regular)", 2.5, linear,
-             {"w": jnp.array([1.0, -1.0, 0.5, 0.0, 2.0])}, key, at_mle=True)
-    ]
-    for powers in [(1, 1), (1, 2), (2, 2), (1, 3)]:
-        rows.append(_toy_row(f"normal crossing {powers}",
-                             float(truth.normal_crossing_rlct(powers).value),
-                             models.normal_crossing(powers), {"w": jnp.zeros(2)}, key))
-    linear_rows = [_linear_network_row(key, *case) for case in [*_rrr_cases(), *_dln_cases()]]
-    rows += linear_rows
-    for hidden in [1, 2, 3, 4]:
-        zero = {"V": jnp.zeros((hidden, 1)), "U": jnp.zeros((1, hidden))}
-        rows.append(_toy_row(f"tanh 1-{hidden}-1, f = 0", float(truth.tanh_rlct(hidden).value),
-                             models.two_layer_network(1, hidden, 1, bias=False), zero, key))
+    all_cases = cases()
+    rows = [_row(case, key) for case in all_cases]
+    linear_rows = [row for row, case in zip(rows, all_cases, strict=True)
+                   if case.group == "linear network"]
     table = [
         "| case | exact λ | λ̂ at w0 ± se | relative error | data sets | at the MLE "
         "| exact at this n (NUTS) | SGLD vs exact at n | T | step size | time (s) |",
