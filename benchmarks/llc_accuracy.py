@@ -139,6 +139,7 @@ def _tanh_at_zero(hidden, key):
 
 
 def data_key(key: jax.Array, seed: int) -> jax.Array:
+    """The key of data set `seed`; its chains use fold_in(data_key, 99), NUTS fold_in(..., 7)."""
     return jax.random.fold_in(key, seed)
 
 
