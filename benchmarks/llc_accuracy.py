@@ -149,26 +149,39 @@ def simulate(case: Case, key: jax.Array, seed: int) -> dict:
     return spec.simulate(data_key(key, seed), values, case.n)
 
 
-def _llc(problem, params, key):
+def _llc(problem, params, key, preconditioner=None):
     """`slt.llc` with its defaults (calibrated step size) and the protocol's chain lengths,
     warnings silenced; None when no step size passes the calibration criterion."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
             return slt.llc(problem, params, key, num_draws=NUM_DRAWS, num_burnin=NUM_BURNIN,
-                           progress=False)
+                           preconditioner=preconditioner, progress=False)
         except ValueError:
             return None
 
 
-def estimate(case: Case, key: jax.Array) -> Estimates:
-    """lambda_hat at w* = w0 on each of the case's data sets (see the protocol)."""
+def estimate(case: Case, key: jax.Array, preconditioner: str | None = None) -> Estimates:
+    """lambda_hat at w* = w0 on each of the case's data sets (see the protocol), by plain SGLD
+    or with `preconditioner` ("rmsprop"); remembered, so that the sections of one `make bench`
+    run that report the same case (llc_preconditioner) do not sample it twice."""
+    memo = (case.name, tuple(np.asarray(jax.random.key_data(key)).ravel()), preconditioner,
+            jax.config.jax_enable_x64)
+    if memo not in _ESTIMATES:
+        _ESTIMATES[memo] = _estimate(case, key, preconditioner)
+    return _ESTIMATES[memo]
+
+
+_ESTIMATES: dict = {}
+
+
+def _estimate(case: Case, key: jax.Array, preconditioner: str | None) -> Estimates:
     spec, values = case.build(key)
     results, seeds = [], []
     for seed in range(case.num_sets):
         problem = spec.problem(simulate(case, key, seed))
         result = _llc(problem, problem.unconstrain(values),
-                      jax.random.fold_in(data_key(key, seed), 99))
+                      jax.random.fold_in(data_key(key, seed), 99), preconditioner)
         if result is not None:
             results.append(result)
             seeds.append(seed)

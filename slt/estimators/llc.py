@@ -277,7 +277,9 @@ def llc(
         that valley (benchmarks/RESULTS.md, "Finite-n values").
       nbeta: n beta; default n / log n (beta = 1 / log n).
       batch_size: minibatch size (capped at n).
-      preconditioner: None (SGLD) or "rmsprop" (pSGLD).
+      preconditioner: None (SGLD) or "rmsprop" (pSGLD; on reduced-rank regression and deep
+        linear networks a lower median error but hotter chains than SGLD: see
+        `slt.samplers.sgld`).
       include_prior: add the model's log prior to the local posterior (off, as in Lau et al.).
       mala_every: measure the MALA acceptance every this many steps.
       chunk_size: steps per compiled chunk; progress is reported between chunks.

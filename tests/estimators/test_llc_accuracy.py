@@ -4,8 +4,8 @@
 Cases, keys and protocol are those of benchmarks/llc_accuracy.py (its docstring gives the
 reasons): lambda_hat at a true parameter w0, averaged over independent data sets, 4 chains x
 10 000 draws after 5000 burn-in, step size by `llc_calibrate`, sampled in float32 as users
-sample. These tests recompute the rows of the accuracy table in benchmarks/RESULTS.md. The
-fixture's cache is per process: `-n 2 --dist loadscope` gives each class its own worker.
+sample. These tests recompute the rows of the accuracy table in benchmarks/RESULTS.md. Each
+case is sampled once per process: `-n 2 --dist loadscope` gives each class its own worker.
 
 Tolerances. Each target is a relative error of the mean over data sets (regular 10%, normal
 crossing 20%, reduced-rank regression and deep linear networks 25% per case and 10% median,
@@ -43,21 +43,19 @@ MISSED = {"normal crossing (2, 2)": "the estimand at n = 5000 is 37-41% below la
 
 @pytest.fixture(scope="module")
 def estimates():
-    """lambda_hat per data set for a case name, computed once, in float32."""
-    cache = {}
+    """(case, lambda_hat per data set) for a case name, in float32 (`estimate` computes each
+    case once per process)."""
     x64 = jax.config.jax_enable_x64
     jax.config.update("jax_enable_x64", False)
     cases = {case.name: case for case in llc_accuracy.cases()}
 
     def get(name):
-        if name not in cache:
-            case = cases[name]
-            cache[name] = (case, llc_accuracy.estimate(case, KEY))
-            result = cache[name][1]
-            print(f"{name}: lambda_hat {result.mean:.4g} +- {result.se:.2g} (exact "
-                  f"{case.exact:.4g}), per data set {result.llc.round(4)}, T "
-                  f"{result.temperature.round(3)}")  # shown by -rP
-        return cache[name]
+        case = cases[name]
+        result = llc_accuracy.estimate(case, KEY)
+        print(f"{name}: lambda_hat {result.mean:.4g} +- {result.se:.2g} (exact "
+              f"{case.exact:.4g}), per data set {result.llc.round(4)}, T "
+              f"{result.temperature.round(3)}")  # shown by -rP
+        return case, result
 
     yield get
     jax.config.update("jax_enable_x64", x64)
