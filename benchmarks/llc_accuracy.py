@@ -28,7 +28,7 @@ against it, which is the sampler's own error (step-size bias), apart from the fi
 between the two lambda columns. Column T: the configurational temperature of the lambda_hat
 runs (1 = unbiased sampling; `LLCResult.temperature`), median over data sets.
 
-Tests. tests/estimators/test_llc_accuracy.py (slow, 12 minutes on 2 cores) recomputes the
+Tests. tests/estimators/test_llc_accuracy.py (slow, 12-14 minutes on 2 cores) recomputes the
 lambda_hat column with the same keys (it reproduces every digit shown) and holds each row to
 its target. On the equal-power normal crossings it also checks lambda_hat against the exact
 finite-n value of each data set by quadrature (`slt.truth.normal_crossing_expected_llc`): its

@@ -1,4 +1,4 @@
-"""lambda_hat against TRUTH.md on every case of the LLC accuracy targets (slow: 12 minutes on
+"""lambda_hat against TRUTH.md on every case of the LLC accuracy targets (slow: 12-14 minutes on
 2 cores with `pytest -m slow -n 2 --dist loadscope tests/estimators/test_llc_accuracy.py`).
 
 Cases, keys and protocol are those of benchmarks/llc_accuracy.py (its docstring gives the
