@@ -1088,7 +1088,10 @@ def normal_crossing_expected_llc(
     t = _positive("nbeta", nbeta)
     p = _as_int("power", power, minimum=1)
     a = _positive("second_moment", second_moment)
-    b = float(cross_moment)
+    try:
+        b = float(cross_moment)
+    except (TypeError, ValueError):
+        b = math.nan
     if not math.isfinite(b):
         raise ValueError(f"cross_moment must be a finite number, got {cross_moment!r}")
     g = _positive("gamma", gamma)

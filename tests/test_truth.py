@@ -900,6 +900,7 @@ def test_normal_crossing_expected_llc_symmetries():
         ({"power": 1.5}, "power"),
         ({"second_moment": -1.0}, "second_moment"),
         ({"cross_moment": np.nan}, "cross_moment"),
+        ({"cross_moment": "large"}, "cross_moment"),
         ({"gamma": 0.0}, "gamma"),
     ],
 )
