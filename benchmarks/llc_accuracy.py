@@ -143,9 +143,10 @@ def data_key(key: jax.Array, seed: int) -> jax.Array:
     return jax.random.fold_in(key, seed)
 
 
-def simulate(case: Case, key: jax.Array, seed: int) -> dict:
-    """Data set number `seed` of `case` (the same for the benchmark and the tests)."""
-    spec, values = case.build(key)
+def simulate(case: Case, key: jax.Array, seed: int, built=None) -> dict:
+    """Data set number `seed` of `case` (the same for the benchmark and the tests); `built`:
+    `case.build(key)` when the caller has it already."""
+    spec, values = case.build(key) if built is None else built
     return spec.simulate(data_key(key, seed), values, case.n)
 
 
@@ -176,10 +177,10 @@ _ESTIMATES: dict = {}
 
 
 def _estimate(case: Case, key: jax.Array, preconditioner: str | None) -> Estimates:
-    spec, values = case.build(key)
+    spec, values = built = case.build(key)
     results, seeds = [], []
     for seed in range(case.num_sets):
-        problem = spec.problem(simulate(case, key, seed))
+        problem = spec.problem(simulate(case, key, seed, built))
         result = _llc(problem, problem.unconstrain(values),
                       jax.random.fold_in(data_key(key, seed), 99), preconditioner)
         if result is not None:
@@ -205,8 +206,8 @@ def _row(case: Case, key: jax.Array) -> dict:
     start = time.perf_counter()
     estimates = estimate(case, key)
     references, mle_estimate = [], None
-    spec, values = case.build(key)
-    problem = spec.problem(simulate(case, key, 0))
+    spec, values = built = case.build(key)
+    problem = spec.problem(simulate(case, key, 0, built))
     w0 = problem.unconstrain(values)
     if case.group not in TOY_GROUPS:
         mle = slt.fit_map(problem, data_key(key, 0), prior=False, init=w0, num_restarts=4)
@@ -214,7 +215,7 @@ def _row(case: Case, key: jax.Array) -> dict:
         mle_estimate = None if result is None else result.llc_mean
     else:
         for seed in range(case.num_sets):
-            problem = spec.problem(simulate(case, key, seed))
+            problem = spec.problem(simulate(case, key, seed, built))
             references.append(_exact_finite_n(problem, w0, jax.random.fold_in(
                 data_key(key, seed), 7)))
     jax.clear_caches()

@@ -106,9 +106,9 @@ class TestSingularToys:
     def test_equal_power_normal_crossing_follows_its_exact_finite_n_value(self, estimates,
                                                                           power):
         case, result = estimates(f"normal crossing ({power}, {power})")
-        exact = []
+        exact, built = [], case.build(KEY)
         for seed in result.seeds:
-            data = llc_accuracy.simulate(case, KEY, seed)
+            data = llc_accuracy.simulate(case, KEY, seed, built)
             x, y = (np.asarray(data[k], np.float64).ravel() for k in ("x", "y"))
             exact.append(truth.normal_crossing_expected_llc(
                 case.n / np.log(case.n), power, second_moment=x @ x / case.n,
