@@ -20,6 +20,7 @@ from benchmarks import (  # noqa: E402
     llc_speed,
     natural_gradient,
     problem_overhead,
+    sbic_selection,
 )
 
 SECTIONS = [
@@ -30,6 +31,7 @@ SECTIONS = [
     llc_preconditioner,
     llc_finite_n,
     evidence_accuracy,
+    sbic_selection,
     fisher_scan,
     natural_gradient,
 ]

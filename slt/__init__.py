@@ -2,7 +2,7 @@
 
 The public API, flat: `Problem` (model + data as pure JAX functions), `fit_map`, the local
 learning coefficient `llc` and its calibration `llc_calibrate`, evidence and model-class
-comparison (`bic`, `laplace`, `wbic`, `free_energy`, `rlct`, `compare`), Fisher geometry
+comparison (`bic`, `laplace`, `wbic`, `free_energy`, `rlct`, `sbic`, `compare`), Fisher geometry
 (`fisher_information`, `fisher_scan`, `kl_divergence`, `slt.geometry`), the model library
 `slt.models`, the exact answers `slt.truth`, natural-gradient training
 (`natural_gradient_fit`), and the errors users meet: `InputError` (bad input, from
@@ -16,12 +16,14 @@ from slt.estimators import (
     FreeEnergyResult,
     LaplaceResult,
     RLCTResult,
+    SBICResult,
     WBICResult,
     bic,
     compare,
     free_energy,
     laplace,
     rlct,
+    sbic,
     wbic,
 )
 from slt.estimators.llc import LLCResult, llc
@@ -46,12 +48,14 @@ __all__ = [
     "FreeEnergyResult",
     "LaplaceResult",
     "RLCTResult",
+    "SBICResult",
     "WBICResult",
     "bic",
     "compare",
     "free_energy",
     "laplace",
     "rlct",
+    "sbic",
     "wbic",
     "FisherResult",
     "FisherScan",

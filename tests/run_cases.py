@@ -67,7 +67,8 @@ def run_llc(key, checkpoint=None, **options):
 
 def run_wbic(key, checkpoint=None, **options):
     """NUTS: 10 chunks of 10 steps, two chains."""
-    settings = dict(num_chains=2, num_warmup=40, num_samples=60, chunk_size=10, progress=False)
+    settings = dict(sampler="nuts", num_chains=2, num_warmup=40, num_samples=60, chunk_size=10,
+                    progress=False)
     return slt.wbic(problem(), key, checkpoint=checkpoint, **(settings | options))
 
 

@@ -131,7 +131,7 @@ def test_llc_with_malformed_settings(case, w, step_size, gamma, nbeta, num_chain
 def test_wbic_with_malformed_settings(case, beta, num_chains, num_samples):
     problem, w, _ = case
     result, caught = _checked(lambda: slt.wbic(
-        problem, jax.random.key(0), beta=beta, num_chains=num_chains, num_warmup=5,
+        problem, jax.random.key(0), sampler="nuts", beta=beta, num_chains=num_chains, num_warmup=5,
         num_samples=num_samples, init=w, progress=False,
     ))
     if result is not None:

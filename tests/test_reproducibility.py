@@ -64,7 +64,8 @@ def test_llc_calibrate_repeats_with_its_key():
 def test_rlct_repeats_with_its_key():
     """One chain per beta, so that it shares the compiled NUTS program of the wbic run."""
     first, other = _three_runs(lambda key: slt.rlct(
-        problem(), key, betas=[0.2, 0.4], fit_multiplicity=False, num_chains=1, num_warmup=40,
+        problem(), key, betas=[0.2, 0.4, 0.8], max_multiplicity=1, sampler="nuts", num_chains=1,
+        num_warmup=40,
         num_samples=60, chunk_size=10, progress=False,
     ))
     nll = np.concatenate([result.nll for result in first.wbic_results])

@@ -20,6 +20,7 @@ from slt.estimators.bic import BICResult
 from slt.estimators.compare import compare
 from slt.estimators.llc import llc
 from slt.estimators.llc_calibration import llc_calibrate
+from slt.estimators.sbic import sbic_gaussian_mixtures
 from slt.fit import FitResult
 from slt.geometry.fisher import fisher_information
 from slt.geometry.scan import fisher_scan
@@ -65,6 +66,7 @@ def results():
                            key=jax.random.key(4)),
         fisher_scan(mixture, base, {"pi": [0.25, 0.75], "mu": [-1.0, 0.0, 1.0]},
                     progress=False),
+        sbic_gaussian_mixtures(np.array([-500.0, -480.0, -478.0]), 300),
     ]
     by_name = {}
     for result in found:
@@ -77,7 +79,7 @@ def results():
 EXPECTED = [
     "FitResult", "BICResult", "LaplaceResult", "RLCTResult", "WBICResult", "FreeEnergyResult",
     "ComparisonResult", "LLCResult", "CalibrationResult", "FisherResult",
-    "FisherResult.monte_carlo", "FisherScan",
+    "FisherResult.monte_carlo", "FisherScan", "SBICResult",
 ]
 
 
@@ -142,9 +144,11 @@ def test_round_trip_is_exact(results, name, tmp_path):
 
 
 def test_shared_results_stay_shared(results, tmp_path):
-    """compare reuses the rlct run at beta = 1/log n as the WBIC: stored once, shared again."""
+    """compare reads WBIC and lambda from the path run that gives F: the run is stored once
+    and shared again."""
     again = load(results["ComparisonResult"].save(tmp_path / "c.nc"))
-    assert again.results["d=2"]["wbic"] is again.results["d=2"]["rlct"].wbic()
+    assert again.results["d=2"]["free_energy"].run is not None
+    assert again.results["d=2"]["rlct"].sampler == "smc"
 
 
 def test_named_tuples_fractions_and_jax_arrays_round_trip(results, tmp_path):

@@ -1,5 +1,5 @@
 """Estimators: the local learning coefficient and its calibration; evidence and model selection
-(BIC, Laplace, WBIC, a reference free energy, lambda from temperatures, compare)."""
+(BIC, Laplace, WBIC, a reference free energy, lambda from temperatures, sBIC, compare)."""
 
 from slt.estimators.bic import BICResult, bic
 from slt.estimators.compare import ComparisonResult, compare
@@ -8,6 +8,7 @@ from slt.estimators.laplace import LaplaceResult, laplace
 from slt.estimators.llc import LLCResult, default_nbeta, llc
 from slt.estimators.llc_calibration import CalibrationResult, llc_calibrate
 from slt.estimators.rlct import RLCTResult, rlct
+from slt.estimators.sbic import SBICResult, sbic, sbic_gaussian_mixtures, sbic_reduced_rank
 from slt.estimators.wbic import WBICResult, wbic
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "LLCResult",
     "LaplaceResult",
     "RLCTResult",
+    "SBICResult",
     "WBICResult",
     "bic",
     "compare",
@@ -27,5 +29,8 @@ __all__ = [
     "llc",
     "llc_calibrate",
     "rlct",
+    "sbic",
+    "sbic_gaussian_mixtures",
+    "sbic_reduced_rank",
     "wbic",
 ]

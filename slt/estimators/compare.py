@@ -9,12 +9,26 @@ scale F = -log Z ≈ n L_n(w0) + lambda log n, so the columns are directly compa
     laplace        -log Z_Laplace                     (flagged when singular)
     wbic           E_beta[n L_n], beta = 1/log n      (± se)
     free_energy    the reference F, tempered SMC      (± se)
-    singular_bic   n L_n(ŵ) + lambda_hat log n        (± se), lambda_hat from temperatures
+    singular_bic   n L_n(ŵ) + lambda_hat log n - (m_hat - 1) log log n   (± se), lambda_hat
+                   and m_hat from temperatures (`slt.rlct`)
     elpd_loo       PSIS-LOO (ArviZ) on posterior draws: a predictive check, not a free energy
 
-Label switching: for mixtures, WBIC, the reference F and lambda_hat average n L_n, which is
-invariant under relabelling, so chains or particles sitting in different label modes do not
-corrupt them; Laplace counts one mode (pass `laplace_options={"num_modes": ...}` to count K!).
+**One tempered path** (`sampler="smc"`, the default). One adaptive tempered SMC run per model,
+its ladder forced through beta = 1/log n and the temperatures of lambda_hat, gives the
+reference F, WBIC, E_beta[n L_n] at every temperature (hence lambda_hat and the singular BIC),
+and its final particles are the posterior draws of PSIS-LOO: every temperature-based number
+comes from the same particles, with standard errors from the independent copies. The SMC is
+right on multimodal posteriors (label-switched mixture modes), where NUTS chains each see one
+mode. `sampler="nuts"` runs NUTS chains per temperature instead (and for LOO). The table's
+`source` column says where the temperature-based numbers of each row came from.
+
+**Choices that admit ties.** A criterion with a standard error picks a model only when the
+runner-up is worse by more than `SEPARATION` combined standard errors; otherwise its entry in
+`choices` reads "tie: A, B" (every model within that distance of the best). PSIS-LOO uses
+ArviZ's paired difference (`elpd_diff`, `dse`) the same way.
+
+Label switching: WBIC, the reference F and lambda_hat average n L_n, which is invariant under
+relabelling; Laplace counts one mode (pass `laplace_options={"num_modes": ...}` to count K!).
 """
 
 from __future__ import annotations
@@ -32,8 +46,15 @@ from tqdm.auto import tqdm
 from slt.estimators.bic import bic
 from slt.estimators.free_energy import free_energy
 from slt.estimators.laplace import laplace
-from slt.estimators.rlct import rlct
-from slt.estimators.wbic import draws_inference_data, tempered_draws, wbic
+from slt.estimators.rlct import DEFAULT_MULTIPLIERS, rlct, rlct_from_draws, temperatures
+from slt.estimators.wbic import (
+    draws_inference_data,
+    smc_draws,
+    summarise_draws,
+    tempered_draws,
+    wbic,
+    wbic_beta,
+)
 from slt.fit import fit_map
 from slt.problem import Problem
 from slt.results import Persistable
@@ -43,6 +64,14 @@ from slt.validation import InputError, require_instance, require_key, require_pr
 __all__ = ["ComparisonResult", "compare", "METHODS"]
 
 METHODS = ("bic", "laplace", "wbic", "free_energy", "rlct", "loo")
+SAMPLERS = ("smc", "nuts")
+# A criterion separates two models when their difference exceeds this many standard errors of
+# the difference (about 95% two-sided for a normal difference).
+SEPARATION = 2.0
+# The columns of the compact view (`ComparisonResult.__repr__`); `.table` has all of them.
+COMPACT = (("bic", None), ("laplace", None), ("wbic", "wbic_se"),
+           ("free_energy", "free_energy_se"), ("rlct", "rlct_se"), ("m", None),
+           ("singular_bic", "singular_bic_se"), ("elpd_loo", "elpd_loo_se"))
 # criterion -> (table column, whether lower is better)
 CRITERIA = {
     "bic": ("bic", True),
@@ -83,10 +112,24 @@ class ComparisonResult(Persistable):
 
         return plot_comparison(self, **kwargs)
 
+    def compact(self) -> pd.DataFrame:
+        """The main columns, each estimate with its standard error as "value ± se" text."""
+        columns = {}
+        for name, se in COMPACT:
+            if name not in self.table:
+                continue
+            values = self.table[name]
+            if se is None or se not in self.table:
+                columns[name] = values.map(lambda v: f"{v:.5g}" if np.isfinite(v) else "")
+            else:
+                columns[name] = [f"{v:.5g} ± {e:.2g}" if np.isfinite(v) else ""
+                                 for v, e in zip(values, self.table[se], strict=True)]
+        return pd.DataFrame(columns, index=self.table.index)
+
     def __repr__(self) -> str:
         choices = ", ".join(f"{criterion}: {name}" for criterion, name in self.choices.items())
-        with pd.option_context("display.width", 160, "display.max_columns", 30):
-            table = self.table.to_string(float_format=lambda v: f"{v:.4g}")
+        with pd.option_context("display.width", 200, "display.max_columns", 30):
+            table = self.compact().to_string()
         flags = f"\n{len(self.warnings)} diagnostic warning(s): see .warnings" * bool(self.warnings)
         return f"ComparisonResult(choices: {choices})\n{table}{flags}"
 
@@ -102,6 +145,7 @@ def compare(
     free_energy_options: Mapping | None = None,
     rlct_options: Mapping | None = None,
     loo_options: Mapping | None = None,
+    sampler: str = "smc",
     progress: bool = True,
 ) -> ComparisonResult:
     """Run every estimator in `methods` on every model and tabulate the free energies.
@@ -115,8 +159,12 @@ def compare(
         fewer) unless `wbic_options` are given.
       fit_options: for `slt.fit_map` (MAP, shared by bic, laplace and rlct).
       laplace_options, wbic_options, free_energy_options, rlct_options: for those estimators.
-      loo_options: for the posterior NUTS run of PSIS-LOO (`num_chains`, `num_warmup`,
-        `num_samples`, and NUTS settings).
+      loo_options: with `sampler="nuts"`, for the posterior NUTS run of PSIS-LOO
+        (`num_chains`, `num_warmup`, `num_samples`, and NUTS settings).
+      sampler: "smc" (one tempered path per model: module doc) or "nuts". With "smc",
+        `free_energy_options` set the path (particles, copies, moves), `rlct_options` may set
+        `multipliers` and `max_multiplicity`, and the path is run even when "free_energy" is
+        not among the methods.
       progress: show a progress bar over models and methods.
 
     Returns:
@@ -150,37 +198,47 @@ def compare(
             f"{sizes}; free energies of different data sets are not comparable"
         )
     require_key(key)
+    if sampler not in SAMPLERS:
+        raise ValueError(f"unknown sampler {sampler!r}; available: {', '.join(SAMPLERS)}")
     options = {
         "fit": dict(fit_options or {}), "laplace": dict(laplace_options or {}),
         "wbic": dict(wbic_options or {}), "free_energy": dict(free_energy_options or {}),
         "rlct": dict(rlct_options or {}), "loo": dict(loo_options or {}), "bic": {},
     }
+    runners = _SMC_RUNNERS if sampler == "smc" else _RUNNERS
+    order = ("fit", *_ordered(methods))
+    if sampler == "smc":  # the path (the reference F) first: the other methods read it
+        options["free_energy"] = {"smc": options["free_energy"], "rlct": options["rlct"]}
+        order = ("fit", "free_energy", *(m for m in _ordered(methods) if m != "free_energy"))
     rows, results, messages = {}, {}, []
-    steps = [(name, method) for name in problems for method in ("fit", *methods)]
+    steps = [(name, method) for name in problems for method in order]
     with tqdm(total=len(steps), desc="compare", disable=not progress) as bar:
         for index, (name, problem) in enumerate(problems.items()):
             model_key = jax.random.fold_in(key, index)
-            results[name], row = {}, {"d": problem.dim, "n": problem.n}
-            for step, method in enumerate(("fit", *_ordered(methods))):
+            results[name] = {}
+            row = {"d": problem.dim, "n": problem.n, "source": sampler}
+            for step, method in enumerate(order):
                 bar.set_description(f"compare: {name} {method}")
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
-                    result = _RUNNERS[method](
+                    result = runners[method](
                         problem, jax.random.fold_in(model_key, step), results[name],
                         options[method],
                     )
                 messages += [f"{name}: {w.message}" for w in caught]
                 results[name][method] = result
-                row.update(_COLUMNS[method](result))
+                row.update(_COLUMNS.get(method, lambda r: {})(result))
                 bar.update(1)
             rows[name] = row
     table = pd.DataFrame.from_dict(rows, orient="index")
     table = table[[column for column in _COLUMN_ORDER if column in table.columns]]
     choices = {
-        criterion: _choose(table[column], lower)
+        criterion: _choose(table, column, lower)
         for criterion, (column, lower) in CRITERIA.items()
-        if criterion in methods
+        if criterion in methods and criterion != "loo"
     }
+    if "loo" in methods:
+        choices["loo"] = _choose_loo({name: done["loo"] for name, done in results.items()})
     if messages:
         warnings.warn(
             f"{len(messages)} diagnostic warning(s) during the comparison; see "
@@ -196,11 +254,30 @@ def _ordered(methods):
     return sorted(methods, key=lambda m: (m != "rlct", METHODS.index(m)))
 
 
-def _choose(column: pd.Series, lower: bool) -> str:
-    finite = column[np.isfinite(column.astype(float))]
+def _choose(table: pd.DataFrame, column: str, lower: bool) -> str:
+    """The best model by `column`, or "tie: A, B, ..." when the models within `SEPARATION`
+    standard errors of the difference from the best cannot be told apart (module doc)."""
+    values = table[column].astype(float)
+    finite = values[np.isfinite(values)]
     if finite.empty:
         return ""
-    return str(finite.idxmin() if lower else finite.idxmax())
+    best = finite.idxmin() if lower else finite.idxmax()
+    errors = table.get(f"{column}_se", pd.Series(0.0, index=table.index)).astype(float)
+    errors = errors.fillna(0.0)
+    close = [name for name in finite.index
+             if abs(finite[name] - finite[best])
+             <= SEPARATION * np.hypot(errors[name], errors[best]) and name != best]
+    return f"tie: {', '.join([str(best), *map(str, close)])}" if close else str(best)
+
+
+def _choose_loo(loo_results: dict) -> str:
+    """The best model by PSIS-LOO, or a tie with every model whose paired elpd difference is
+    within `SEPARATION` of its standard error (ArviZ's `compare`: elpd_diff, dse)."""
+    table = az.compare(loo_results)
+    best = str(table.index[0])
+    close = [str(name) for name, row in table.iloc[1:].iterrows()
+             if abs(row["elpd_diff"]) <= SEPARATION * row["dse"]]
+    return f"tie: {', '.join([best, *close])}" if close else best
 
 
 def _run_fit(problem, key, done, options):
@@ -239,14 +316,54 @@ def _run_loo(problem, key, done, options):
     return az.loo(data, pointwise=True)
 
 
+def _run_path(problem, key, done, options):
+    """The tempered SMC path through the rlct temperatures (which include 1/log n)."""
+    betas = temperatures(problem.n, options["rlct"].get("multipliers", DEFAULT_MULTIPLIERS),
+                         options["rlct"].get("betas"))
+    return free_energy(problem, key, progress=False, waypoints=np.append(betas, 1.0),
+                       **options["smc"])
+
+
+def _path_wbic(problem, key, done, options):
+    draws = smc_draws(done["free_energy"].run)
+    beta = wbic_beta(problem.n)
+    chosen = np.isclose(draws.betas, beta, rtol=1e-6)
+    return summarise_draws(problem, draws.select(chosen), sampler="smc")
+
+
+def _path_rlct(problem, key, done, options):
+    draws = smc_draws(done["free_energy"].run)
+    draws = draws.select(draws.betas < 1.0)
+    result = rlct_from_draws(problem, draws, sampler="smc", fit=done["fit"],
+                             max_multiplicity=options.get("max_multiplicity", 3))
+    for message in result.warnings:
+        warnings.warn(message, stacklevel=2)
+    return result
+
+
+def _path_loo(problem, key, done, options):
+    """PSIS-LOO on the path's final particles (copies as chains)."""
+    run = done["free_energy"].run
+    pointwise = np.asarray(pointwise_loglik_of_draws(problem, run.particles))
+    draws = smc_draws(run)
+    draws = draws.select(draws.betas == 1.0)._replace(positions=run.particles)
+    name = "_".join(problem.observed_site_names) or "y"
+    data = draws_inference_data(problem, draws, log_likelihood={name: pointwise})
+    return az.loo(data, pointwise=True)
+
+
 _RUNNERS = {
     "fit": _run_fit, "bic": _run_bic, "laplace": _run_laplace, "wbic": _run_wbic,
     "free_energy": _run_free_energy, "rlct": _run_rlct, "loo": _run_loo,
 }
+_SMC_RUNNERS = _RUNNERS | {
+    "free_energy": _run_path,
+    "wbic": _path_wbic, "rlct": _path_rlct, "loo": _path_loo,
+}
 
 _COLUMN_ORDER = (
-    "d", "n", "nll_hat", "bic", "laplace", "laplace_singular", "wbic", "wbic_se",
-    "free_energy", "free_energy_se", "rlct", "rlct_se", "singular_bic", "singular_bic_se",
+    "d", "n", "source", "nll_hat", "bic", "laplace", "laplace_singular", "wbic", "wbic_se",
+    "free_energy", "free_energy_se", "rlct", "rlct_se", "m", "singular_bic", "singular_bic_se",
     "elpd_loo", "elpd_loo_se",
 )
 
@@ -257,8 +374,8 @@ _COLUMNS = {
     "wbic": lambda r: {"wbic": r.wbic, "wbic_se": r.std_error},
     "free_energy": lambda r: {"free_energy": r.free_energy, "free_energy_se": r.std_error},
     "rlct": lambda r: {
-        "rlct": r.rlct, "rlct_se": r.std_error, "singular_bic": r.singular_bic,
-        "singular_bic_se": r.singular_bic_se,
+        "rlct": r.rlct, "rlct_se": r.std_error, "m": r.multiplicity,
+        "singular_bic": r.singular_bic, "singular_bic_se": r.singular_bic_se,
     },
     "loo": lambda r: {"elpd_loo": float(r["elpd_loo"]), "elpd_loo_se": float(r["se"])},
 }

@@ -14,9 +14,10 @@ draws):
 The estimate is the mean over copies and its standard error the copies' standard deviation
 over sqrt(num_copies) (2–4 copies, DESIGN.md).
 
-Accuracy with the defaults (1000 particles, 4 copies, target ESS 0.95, 2 HMC moves of 5
-leapfrog steps per stage), measured against exact answers (tests/estimators/test_free_energy.py
-and benchmarks/evidence_accuracy.py, fixed keys):
+Accuracy measured against exact answers (tests/estimators/test_free_energy.py and
+benchmarks/evidence_accuracy.py, fixed keys) with the earlier defaults (1000 particles, 4
+copies, target ESS 0.95, 2 HMC moves of 5 leapfrog steps per stage; the current defaults,
+500 particles and adaptive moves of 10 leapfrog steps, are in benchmarks/RESULTS.md):
 
 * conjugate linear regression (d = 3, n = 200): error 0.05 nats (standard error 0.03); over
   16 copies the per-copy standard deviation is 0.053 nats and the mean error -0.02 ± 0.013;
@@ -149,14 +150,14 @@ def free_energy(
     key: jax.Array,
     *,
     method: str = "smc",
-    num_particles: int = 1000,
+    num_particles: int = 500,
     num_copies: int = 4,
     target_ess: float = 0.95,
-    num_mcmc_steps: int = 2,
-    num_leapfrog: int = 5,
+    waypoints=(),
     prior_sampler: Callable[[jax.Array, int], jax.Array] | None = None,
     progress: bool = True,
     checkpoint: str | os.PathLike | None = None,
+    **smc_options,
 ) -> FreeEnergyResult:
     """A reference free energy F = -log Z with a standard error (tempered SMC or TI).
 
@@ -168,10 +169,13 @@ def free_energy(
       num_particles: particles per copy.
       num_copies: independent copies (2–4; their spread is the standard error).
       target_ess: ESS fraction kept between successive temperatures (0.9–0.95).
-      num_mcmc_steps, num_leapfrog: HMC moves per stage and leapfrog steps per move.
+      waypoints: inverse temperatures the ladder must pass through; the particles there give
+        WBIC and lambda from the same run (`slt.estimators.wbic.smc_draws(result.run)`).
       prior_sampler: `(key, num) -> (num, dim)` flat unconstrained prior draws, needed only
         for `Problem.from_loss`.
       progress: show a progress bar.
+      **smc_options: for `tempered_smc` (num_mcmc_steps, max_mcmc_steps,
+        correlation_threshold, num_leapfrog, ...).
       checkpoint: a file (.npz) where the SMC state (particles, log-likelihoods, each copy's
         beta, log Z and step size, the ladder so far) is saved after every tempering stage. A
         run stopped by Ctrl-C / SIGTERM (which raise `Interrupted` after saving) or killed
@@ -203,8 +207,8 @@ def free_energy(
     require_int("num_copies (>= 2 for a standard error)", num_copies, minimum=2)
     run = tempered_smc(
         problem, key, num_particles=num_particles, num_copies=num_copies, target_ess=target_ess,
-        num_mcmc_steps=num_mcmc_steps, num_leapfrog=num_leapfrog, prior_sampler=prior_sampler,
-        progress=progress, checkpoint=checkpoint,
+        waypoints=waypoints, prior_sampler=prior_sampler, progress=progress,
+        checkpoint=checkpoint, **smc_options,
     )
     estimates = {
         "smc": -run.log_evidence,

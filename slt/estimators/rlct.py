@@ -6,42 +6,59 @@ Since d/dbeta F(beta) = E_beta[n L_n] for F(beta) = -log ∫ exp(-beta n L_n(w))
 
     E_beta[n L_n] ≈ n L_n(w0) + lambda / beta - (m - 1) / (beta log(n beta)).
 
-Two estimators of lambda from draws at beta_j = c_j / log n:
+The expectations come, by default, from one adaptive tempered SMC run whose ladder passes
+through every beta_j = c_j / log n (`sampler="smc"`: chains are its independent copies, draws
+its particles), or from NUTS chains per temperature (`sampler="nuts"`).
 
-* Watanabe's two-temperature estimator (WBIC paper, §5), from the smallest and largest beta:
-  lambda_2T = (E_{beta_1}[n L_n] - E_{beta_2}[n L_n]) / (1/beta_1 - 1/beta_2). It ignores the
-  multiplicity term, so it is biased low by about (m - 1) / log(n beta) when m > 1 (for the
-  product model at n = 1000, truth ab = 0: 0.33 instead of 1/2 even with exact expectations).
-* A weighted least-squares regression of E_beta[n L_n] on (1, 1/beta, -1/(beta log(n beta)))
-  (the default, `fit_multiplicity=True`), whose coefficients are n L_n(w0), lambda and m - 1;
-  or on (1, 1/beta) only. Weights are 1 / se_j^2; the coefficient covariance is
-  (X^T W X)^{-1}, inflated by the reduced chi-square when that exceeds 1.
+**The fit.** The terms 1/beta and 1/(beta log(n beta)) are nearly collinear over any practical
+window (log(n beta) changes by a factor of about 2 across c = 0.25 … 4), so a free coefficient
+for m - 1 is ill-determined: it came out as m = -4.65 ± 1.4 on a regular mixture. The
+multiplicity is therefore an integer, m ∈ {1, …, `max_multiplicity`}; for each m and each
+window of consecutive temperatures (at least three) the known term is subtracted and
+(n L_n(w0), lambda) fitted by weighted least squares (weights 1/se_j²). Its standard error is
+the larger of (a) the least-squares one, inflated by the reduced chi-square when that exceeds
+1 (a misfit of the design), and (b) the spread of lambda fitted to each chain (copy) alone over
+sqrt(chains), which carries the correlation between temperatures that share particles. The
+(window, m) with the smallest standard error is reported: the estimate's variance chooses the
+window and the design, ties going to the smaller m and the wider window. The multiplicities
+whose chi-square lies within 4 of the best (about two standard deviations) form
+`multiplicity_interval`.
 
-Beside BIC's n L_n(ŵ) + (d/2) log n the result reports the singular-aware n L_n(ŵ) + lambda_hat
-log n.
+Watanabe's two-temperature estimator (WBIC paper, §5) is reported beside it:
+lambda_2T = (E_{beta_1}[n L_n] - E_{beta_2}[n L_n]) / (1/beta_1 - 1/beta_2) over the smallest
+and largest beta; it ignores the multiplicity term, so it is biased low by about
+(m - 1) / log(n beta) when m > 1.
+
+Beside BIC's n L_n(ŵ) + (d/2) log n the result reports the singular-aware estimate of F,
+n L_n(ŵ) + lambda_hat log n - (m_hat - 1) log log n.
 """
 
 from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from itertools import product
 
 import jax
 import numpy as np
 import pandas as pd
 
-from slt.estimators.wbic import WBICResult, summarise_draws, tempered_draws
+from slt.estimators.wbic import TemperedDraws, WBICResult, summarise_draws, tempered_draws
 from slt.fit import FitResult
 from slt.problem import Problem
 from slt.results import Persistable
 from slt.validation import require_int, require_key, require_positive, require_problem
 
-__all__ = ["RLCTResult", "rlct", "DEFAULT_MULTIPLIERS"]
+__all__ = ["RLCTResult", "rlct", "rlct_from_draws", "DEFAULT_MULTIPLIERS"]
 
 # beta_j = c_j / log n. Spanning a factor 16 around Watanabe's beta = 1 / log n separates the
-# 1/beta and 1/(beta log(n beta)) terms: with exact expectations the three-term fit recovers
-# lambda = 1/2 on the product model at n = 1000 within 0.07, the two-term fit gives 0.33.
+# 1/beta and 1/(beta log(n beta)) terms as far as they can be separated at practical n.
 DEFAULT_MULTIPLIERS = (0.25, 0.5, 1.0, 2.0, 4.0)
+# A standard error above this fraction of lambda_hat earns a warning.
+RELATIVE_SE_WARNING = 0.25
+# Multiplicities whose chi-square is within this of the best one are consistent with the data
+# (a difference of 4 is two standard deviations of one extra degree of freedom).
+MULTIPLICITY_CHI2 = 4.0
 
 
 @dataclass(frozen=True)
@@ -49,23 +66,27 @@ class RLCTResult(Persistable):
     """lambda_hat from temperatures, with standard errors, and the singular-aware free energy.
 
     Attributes:
-      rlct: lambda_hat from the regression over beta; std_error its standard error.
-      multiplicity, multiplicity_se: m_hat = 1 + the fitted coefficient of
-        -1/(beta log(n beta)), NaN without `fit_multiplicity`.
+      rlct: lambda_hat from the chosen fit; std_error its standard error (module doc).
+      multiplicity: m_hat, an integer >= 1; multiplicity_interval: (lowest, highest) m whose
+        fit is within `MULTIPLICITY_CHI2` of the best.
+      window: (beta_low, beta_high) of the chosen fit.
       two_temperature, two_temperature_se: Watanabe's two-temperature estimate.
       betas, expected_nll, expected_nll_se: E_beta[n L_n] and its standard error per beta.
-      n: examples; num_params: d.
+      n: examples; num_params: d; sampler: where the expectations came from.
       nll_hat: n L_n(ŵ) at the fit (NaN without a fit).
-      singular_bic: n L_n(ŵ) + lambda_hat log n (NaN without a fit); singular_bic_se.
+      singular_bic: n L_n(ŵ) + lambda_hat log n - (m_hat - 1) log log n (NaN without a fit);
+        singular_bic_se = std_error log n.
       bic: n L_n(ŵ) + (d/2) log n (NaN without a fit).
-      coefficients: the regression's (n L_n(w0), lambda[, m - 1]).
+      coefficients: the chosen fit's (n L_n(w0), lambda).
       wbic_results: the `WBICResult` at each beta (one per temperature).
+      warnings: plain-language diagnostics (also issued as Python warnings).
     """
 
     rlct: float
     std_error: float
-    multiplicity: float
-    multiplicity_se: float
+    multiplicity: int
+    multiplicity_interval: tuple[int, int]
+    window: tuple[float, float]
     two_temperature: float
     two_temperature_se: float
     betas: np.ndarray = field(repr=False)
@@ -73,23 +94,25 @@ class RLCTResult(Persistable):
     expected_nll_se: np.ndarray = field(repr=False)
     n: int
     num_params: int
+    sampler: str
     nll_hat: float
     singular_bic: float
     singular_bic_se: float
     bic: float
     coefficients: np.ndarray = field(repr=False)
     wbic_results: tuple[WBICResult, ...] = field(repr=False)
+    warnings: tuple[str, ...] = ()
 
     def fitted(self, betas) -> np.ndarray:
-        """The regression's E_beta[n L_n] at `betas`."""
+        """The chosen fit's E_beta[n L_n] at `betas`."""
         betas = np.asarray(betas, np.float64)
-        return _design(betas, self.n, self.coefficients.size == 3) @ self.coefficients
+        return _design(betas) @ self.coefficients + _offset(betas, self.n, self.multiplicity)
 
     def wbic(self) -> WBICResult | None:
         """The run at beta = 1 / log n, if that was one of the temperatures."""
         target = 1.0 / np.log(self.n)
         for result in self.wbic_results:
-            if np.isclose(result.beta, target, rtol=1e-12):
+            if np.isclose(result.beta, target, rtol=1e-6):
                 return result
         return None
 
@@ -108,14 +131,15 @@ class RLCTResult(Persistable):
         return plot_rlct(self, **kwargs)
 
     def __repr__(self) -> str:
-        m = "" if np.isnan(self.multiplicity) else (
-            f", m={self.multiplicity:.2f} ± {self.multiplicity_se:.2g}")
+        low, high = self.multiplicity_interval
+        interval = "" if low == high else f" (consistent: {low}…{high})"
         extra = "" if np.isnan(self.singular_bic) else (
-            f"; n L_n(ŵ) + λ log n = {self.singular_bic:.6g} (BIC {self.bic:.6g})")
+            f"; singular BIC {self.singular_bic:.6g} (BIC {self.bic:.6g})")
         return (
-            f"RLCTResult(λ={self.rlct:.4g} ± {self.std_error:.2g}{m}; two-temperature "
-            f"{self.two_temperature:.4g} ± {self.two_temperature_se:.2g}; "
-            f"{len(self.wbic_results)} temperatures{extra})"
+            f"RLCTResult(λ={self.rlct:.4g} ± {self.std_error:.2g}, m={self.multiplicity}"
+            f"{interval}; two-temperature {self.two_temperature:.4g} ± "
+            f"{self.two_temperature_se:.2g}; {len(self.wbic_results)} temperatures by "
+            f"{self.sampler}{extra})"
         )
 
 
@@ -126,8 +150,8 @@ def rlct(
     fit: FitResult | None = None,
     multipliers=DEFAULT_MULTIPLIERS,
     betas=None,
-    fit_multiplicity: bool = True,
-    sampler: str = "nuts",
+    max_multiplicity: int = 3,
+    sampler: str = "smc",
     num_chains: int = 4,
     num_warmup: int = 1000,
     num_samples: int = 1000,
@@ -136,7 +160,8 @@ def rlct(
 ) -> RLCTResult:
     """lambda_hat from E_beta[n L_n] at several inverse temperatures, with standard errors.
 
-    All temperatures run side by side: `num_chains` chains per beta in one sampler call.
+    All temperatures come from one sampler call: one SMC run through all of them (the
+    default), or `num_chains` NUTS chains per beta side by side.
 
     Args:
       problem: model and data with a proper prior, n >= 3.
@@ -144,22 +169,24 @@ def rlct(
       fit: a fit (MLE or MAP) for n L_n(ŵ), the singular-aware estimate and BIC; optional.
       multipliers: c_j with beta_j = c_j / log n (ignored when `betas` is given).
       betas: explicit inverse temperatures, each with n beta > e (log(n beta) > 1).
-      fit_multiplicity: include the -(m - 1)/(beta log(n beta)) term (needs >= 3 betas).
-      sampler, num_chains, num_warmup, num_samples, progress, **sampler_options: as in
-        `slt.wbic`.
+      max_multiplicity: the largest m considered (1: the plain two-term fit).
+      sampler: "smc" (tempered SMC, `num_chains` copies of `num_samples` particles;
+        `num_warmup` unused), "nuts" or "sgld" (as in `slt.wbic`).
+      num_chains, num_warmup, num_samples, progress, **sampler_options: as in `slt.wbic`.
 
     Returns:
       An `RLCTResult`.
 
     Raises:
-      InputError (a ValueError, `slt.validation`): problem, key or num_chains invalid, a beta
-        (or multiplier) not finite and > 0, and what `slt.wbic`'s sampler rejects.
-      ValueError: n < 3, fewer than 2 distinct betas (3 with `fit_multiplicity`), n beta <= e
-        (n too small for the temperatures: give larger betas).
+      InputError (a ValueError, `slt.validation`): problem, key, num_chains or
+        max_multiplicity invalid, a beta (or multiplier) not finite and > 0, and what the
+        sampler rejects.
+      ValueError: n < 3, fewer than 3 distinct betas, n beta <= e (n too small for the
+        temperatures: give larger betas).
 
     Example:
       >>> result = slt.rlct(problem, jax.random.key(0), fit=slt.fit_map(problem, key))
-      >>> result.rlct, result.std_error, result.singular_bic
+      >>> result.rlct, result.std_error, result.multiplicity, result.singular_bic
 
     References:
       Watanabe, JMLR 14:867–897, 2013 (the two-temperature estimator).
@@ -167,74 +194,136 @@ def rlct(
     require_problem(problem)
     require_key(key)
     require_int("num_chains", num_chains, minimum=1)
-    n = problem.n
+    betas = temperatures(problem.n, multipliers, betas)
+    draws = tempered_draws(
+        problem, key, np.repeat(betas, int(num_chains)), sampler=sampler,
+        num_warmup=num_warmup, num_samples=num_samples, progress=progress, **sampler_options,
+    )
+    result = rlct_from_draws(problem, draws, sampler=sampler, fit=fit,
+                             max_multiplicity=max_multiplicity)
+    for message in result.warnings:
+        warnings.warn(message, stacklevel=2)
+    return result
+
+
+def temperatures(n: int, multipliers=DEFAULT_MULTIPLIERS, betas=None) -> np.ndarray:
+    """The distinct inverse temperatures c_j / log n (or the given `betas`), checked.
+
+    Raises:
+      InputError: a beta or multiplier not finite and > 0.
+      ValueError: n < 3, fewer than 3 distinct betas, or n beta <= e for some beta.
+    """
     if n < 3:
         raise ValueError(f"rlct needs n >= 3, got n = {n}")
     given = np.asarray(multipliers if betas is None else betas, np.float64).reshape(-1)
     for value in given:
         require_positive("every multiplier" if betas is None else "every beta", value)
     betas = np.unique(given / np.log(n) if betas is None else given)
-    needed = 3 if fit_multiplicity else 2
-    if betas.size < needed:
-        raise ValueError(f"give at least {needed} distinct betas, got {betas.tolist()}")
+    if betas.size < 3:
+        raise ValueError(f"give at least 3 distinct betas, got {betas.tolist()}")
     if not np.all(np.log(n * betas) > 1.0):
         raise ValueError(
             f"every beta must have n beta > e (log(n beta) > 1), got {betas} with n = {n}: "
             f"give larger betas (or more data)"
         )
-    draws = tempered_draws(
-        problem, key, np.repeat(betas, int(num_chains)), sampler=sampler,
-        num_warmup=num_warmup, num_samples=num_samples, progress=progress, **sampler_options,
-    )
+    return betas
+
+
+def rlct_from_draws(
+    problem: Problem, draws: TemperedDraws, *, sampler: str, fit: FitResult | None = None,
+    max_multiplicity: int = 3,
+) -> RLCTResult:
+    """An `RLCTResult` from draws at three or more temperatures, the same number of chains at
+    each (module doc: the fit). Warnings are returned in the result, not issued."""
+    require_int("max_multiplicity", max_multiplicity, minimum=1)
+    betas = np.unique(draws.betas)
     results = tuple(
-        summarise_draws(problem, draws.select(draws.betas == beta), sampler=sampler)
+        summarise_draws(problem, draws.select(draws.betas == beta), sampler=sampler, warn=False)
         for beta in betas
     )
     means = np.array([r.wbic for r in results])
     errors = np.array([r.std_error for r in results])
-    coefficients, covariance = _regression(betas, means, errors, n, fit_multiplicity)
+    per_chain = np.stack([r.per_chain for r in results], axis=1)  # (chain, beta)
+    n = problem.n
+    best = _best_fit(betas, means, errors, per_chain, n, int(max_multiplicity))
     span = 1.0 / betas[0] - 1.0 / betas[-1]
-    two_temperature = (means[0] - means[-1]) / span
+    two_temperature = float((means[0] - means[-1]) / span)
     two_temperature_se = float(np.hypot(errors[0], errors[-1]) / span)
-    lam, lam_se = float(coefficients[1]), float(np.sqrt(covariance[1, 1]))
-    if fit_multiplicity:
-        multiplicity = 1.0 + float(coefficients[2])
-        multiplicity_se = float(np.sqrt(covariance[2, 2]))
-    else:
-        multiplicity = multiplicity_se = float("nan")
     nll_hat = float("nan") if fit is None else -float(fit.loglik)
     log_n = float(np.log(n))
-    if lam < 0 or lam > problem.dim / 2 + 4 * lam_se:
-        warnings.warn(
-            f"lambda_hat = {lam:.3g} lies outside [0, d/2 = {problem.dim / 2}]: the temperatures "
-            f"or the draws are inadequate", stacklevel=2,
+    lam, lam_se, m = best["rlct"], best["std_error"], best["multiplicity"]
+    messages = [message for r in results for message in r.warnings]
+    if not 0.0 <= lam <= problem.dim / 2:
+        messages.append(
+            f"lambda_hat = {lam:.3g} ± {lam_se:.2g} lies outside [0, d/2 = {problem.dim / 2}]: "
+            f"the temperatures or the draws are inadequate"
+        )
+    if lam_se > RELATIVE_SE_WARNING * abs(lam):
+        messages.append(
+            f"the standard error of lambda_hat ({lam_se:.2g}) exceeds "
+            f"{RELATIVE_SE_WARNING:.0%} of lambda_hat = {lam:.3g}: it cannot tell models apart"
         )
     return RLCTResult(
-        rlct=lam, std_error=lam_se, multiplicity=multiplicity, multiplicity_se=multiplicity_se,
-        two_temperature=float(two_temperature), two_temperature_se=two_temperature_se,
+        rlct=lam, std_error=lam_se, multiplicity=m,
+        multiplicity_interval=best["multiplicity_interval"], window=best["window"],
+        two_temperature=two_temperature, two_temperature_se=two_temperature_se,
         betas=betas, expected_nll=means, expected_nll_se=errors, n=n, num_params=problem.dim,
-        nll_hat=nll_hat, singular_bic=nll_hat + lam * log_n, singular_bic_se=lam_se * log_n,
-        bic=nll_hat + 0.5 * problem.dim * log_n, coefficients=coefficients, wbic_results=results,
+        sampler=sampler, nll_hat=nll_hat,
+        singular_bic=nll_hat + lam * log_n - (m - 1) * np.log(log_n),
+        singular_bic_se=lam_se * log_n, bic=nll_hat + 0.5 * problem.dim * log_n,
+        coefficients=best["coefficients"], wbic_results=results, warnings=tuple(messages),
     )
 
 
-def _design(betas, n, fit_multiplicity):
-    """Columns 1, 1/beta and, with the multiplicity term, -1/(beta log(n beta))."""
-    columns = [np.ones_like(betas), 1.0 / betas]
-    if fit_multiplicity:
-        columns.append(-1.0 / (betas * np.log(n * betas)))
-    return np.stack(columns, axis=1)
+def _design(betas):
+    """Columns 1 and 1/beta."""
+    return np.stack([np.ones_like(betas), 1.0 / betas], axis=1)
 
 
-def _regression(betas, means, errors, n, fit_multiplicity):
-    """Weighted least squares of E_beta[n L_n] on the design; coefficients and covariance."""
-    design = _design(np.asarray(betas, np.float64), n, fit_multiplicity)
+def _offset(betas, n, multiplicity):
+    """The multiplicity term -(m - 1) / (beta log(n beta))."""
+    return -(multiplicity - 1) / (betas * np.log(n * betas))
+
+
+def _regression(betas, targets, errors):
+    """Weighted least squares of `targets` ((..., beta)) on (1, 1/beta): coefficients
+    (..., 2), their covariance (inflated by the reduced chi-square of the first row of targets
+    when above 1) and that chi-square."""
+    design = _design(np.asarray(betas, np.float64))
     weights = 1.0 / np.maximum(np.asarray(errors, np.float64), 1e-12) ** 2
-    normal = design.T @ (weights[:, None] * design)
-    covariance = np.linalg.inv(normal)
-    coefficients = covariance @ (design.T @ (weights * means))
-    dof = len(betas) - design.shape[1]
+    covariance = np.linalg.inv(design.T @ (weights[:, None] * design))
+    coefficients = np.asarray(targets) @ (weights[:, None] * design) @ covariance
+    first = coefficients if coefficients.ndim == 1 else coefficients[0]
+    chi2 = float(np.sum(weights * (np.reshape(targets, (-1, len(betas)))[0]
+                                   - design @ first) ** 2))
+    dof = len(betas) - 2
     if dof > 0:
-        chi2 = float(np.sum(weights * (means - design @ coefficients) ** 2))
         covariance = covariance * max(1.0, chi2 / dof)
-    return coefficients, covariance
+    return coefficients, covariance, chi2
+
+
+def _best_fit(betas, means, errors, per_chain, n, max_multiplicity) -> dict:
+    """The (window, m) fit with the smallest standard error of lambda (module doc)."""
+    size = len(betas)
+    windows = sorted(((a, b) for a in range(size) for b in range(a + 3, size + 1)),
+                     key=lambda w: w[0] - w[1])  # widest first: ties go to them
+    fits = []
+    for (low, high), m in product(windows, range(1, max_multiplicity + 1)):
+        b = betas[low:high]
+        offset = _offset(b, n, m)
+        coefficients, covariance, chi2 = _regression(b, means[low:high] - offset,
+                                                     errors[low:high])
+        std_error = float(np.sqrt(covariance[1, 1]))
+        if per_chain.shape[0] >= 2:
+            chains, _, _ = _regression(b, per_chain[:, low:high] - offset, errors[low:high])
+            std_error = max(std_error, float(chains[:, 1].std(ddof=1)
+                                             / np.sqrt(per_chain.shape[0])))
+        fits.append({"rlct": float(coefficients[1]), "std_error": std_error,
+                     "coefficients": coefficients, "multiplicity": m, "chi2": chi2,
+                     "window": (float(b[0]), float(b[-1])), "bounds": (low, high)})
+    best = min(fits, key=lambda f: f["std_error"] * (1 + 1e-9 * f["multiplicity"]))
+    same_window = [f for f in fits if f["bounds"] == best["bounds"]]
+    lowest = min(f["chi2"] for f in same_window)
+    consistent = [f["multiplicity"] for f in same_window if f["chi2"] <= lowest + MULTIPLICITY_CHI2]
+    best["multiplicity_interval"] = (min(consistent), max(consistent))
+    return best

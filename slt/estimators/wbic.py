@@ -35,6 +35,7 @@ from slt.results import Persistable
 from slt.samplers.local_chains import run_chains
 from slt.samplers.nuts import sample_nuts
 from slt.samplers.sgld import PRECONDITIONERS
+from slt.samplers.tempering import SMCRun, tempered_smc
 from slt.validation import (
     InputError,
     require_int,
@@ -186,7 +187,47 @@ def _sgld(
     )
 
 
-SAMPLERS: dict[str, Callable[..., TemperedDraws]] = {"nuts": _nuts, "sgld": _sgld}
+def _smc(
+    problem, key, betas, *, num_warmup, num_samples, progress, checkpoint, **options
+) -> TemperedDraws:
+    """Adaptive tempered SMC from the prior (`slt.samplers.tempering.tempered_smc`), its ladder
+    forced through every distinct beta: chains are its independent copies (as many as each
+    beta appears in `betas`), draws its `num_samples` particles; `num_warmup` is unused.
+    Options go to `tempered_smc` (num_mcmc_steps, max_mcmc_steps, num_leapfrog, target_ess,
+    ...). Right on multimodal posteriors (a mixture's label-switched modes), where NUTS
+    chains each see one mode; the path also yields log Z (`slt.free_energy`)."""
+    distinct, counts = np.unique(betas, return_counts=True)
+    if np.any(counts != counts[0]):
+        raise InputError(f"SMC needs the same number of chains at every beta, got {counts}")
+    run = tempered_smc(problem, key, num_particles=num_samples, num_copies=int(counts[0]),
+                       waypoints=distinct, progress=progress, checkpoint=checkpoint, **options)
+    draws = smc_draws(run)
+    order = np.argsort(betas, kind="stable")  # draws come sorted by beta, copies within
+    return draws.select(np.argsort(order))
+
+
+def smc_draws(run: SMCRun) -> TemperedDraws:
+    """The particles of an SMC run at its waypoints as draws: one chain per (waypoint, copy),
+    sorted by beta, copies within a beta."""
+    copies, num_waypoints, particles = run.waypoint_nll.shape
+    nll = np.swapaxes(run.waypoint_nll, 0, 1).reshape(num_waypoints * copies, particles)
+    return TemperedDraws(
+        nll=nll, betas=np.repeat(run.waypoints, copies), positions=None,
+        sample_stats={"copy": np.broadcast_to(
+            np.tile(np.arange(copies), num_waypoints)[:, None], nll.shape).copy()},
+        compile_time=run.compile_time, run_time=run.run_time,
+    )
+
+
+def copies_std_error(nll: np.ndarray) -> float:
+    """Standard error of the mean of n L_n over independent copies (rows) of particles: the
+    copies' spread over sqrt(copies), but never below sd / sqrt(all particles), the error of
+    independent draws, which a spread of few copies can underestimate by chance."""
+    spread = nll.mean(axis=1).std(ddof=1) / np.sqrt(nll.shape[0]) if nll.shape[0] > 1 else 0.0
+    return float(max(spread, nll.std() / np.sqrt(nll.size)))
+
+
+SAMPLERS: dict[str, Callable[..., TemperedDraws]] = {"nuts": _nuts, "sgld": _sgld, "smc": _smc}
 
 
 def wbic_beta(n: int) -> float:
@@ -307,7 +348,7 @@ def wbic(
     problem: Problem,
     key: jax.Array,
     *,
-    sampler: str = "nuts",
+    sampler: str = "smc",
     beta: float | None = None,
     num_chains: int = 4,
     num_warmup: int = 1000,
@@ -324,7 +365,9 @@ def wbic(
     Args:
       problem: model and data with a proper prior; n >= 2 when beta is not given.
       key: PRNG key.
-      sampler: "nuts" (NumPyro NUTS, `slt.samplers.nuts.sample_nuts`: exact up to Monte Carlo
+      sampler: "smc" (the default: adaptive tempered SMC from the prior, `_smc`; chains are
+        its copies and `num_samples` its particles per copy; right on multimodal posteriors),
+        "nuts" (NumPyro NUTS, `slt.samplers.nuts.sample_nuts`: exact up to Monte Carlo
         error) or "sgld" (minibatch SGLD, `_sgld`: for models too large for NUTS; step size
         calibrated automatically; a small discretisation bias); see `SAMPLERS`.
       beta: inverse temperature > 0; default 1 / log n.
@@ -373,8 +416,12 @@ def wbic(
     return summarise_draws(problem, draws, sampler=sampler)
 
 
-def summarise_draws(problem: Problem, draws: TemperedDraws, *, sampler: str) -> WBICResult:
-    """A `WBICResult` from draws whose chains all share one beta."""
+def summarise_draws(
+    problem: Problem, draws: TemperedDraws, *, sampler: str, warn: bool = True
+) -> WBICResult:
+    """A `WBICResult` from draws whose chains all share one beta; `warn=False` leaves the
+    diagnostics in the result without issuing them. For SMC draws (chains = copies) the
+    standard error is `copies_std_error` and the ESS the one it implies."""
     beta = float(draws.betas[0])
     nll = np.asarray(draws.nll, dtype=np.float64)
     if not np.all(np.isfinite(nll)):
@@ -383,6 +430,9 @@ def summarise_draws(problem: Problem, draws: TemperedDraws, *, sampler: str) -> 
             f"the region where the model is defined"
         )
     mean, std_error, ess, rhat = trace_statistics(nll)
+    if sampler == "smc":
+        std_error = copies_std_error(nll)
+        ess = float(nll.var() / std_error**2) if std_error > 0 else float(nll.size)
     divergences = int(np.sum(draws.sample_stats.get("diverging", 0)))
     messages = []
     if divergences:
@@ -395,7 +445,7 @@ def summarise_draws(problem: Problem, draws: TemperedDraws, *, sampler: str) -> 
             f"R-hat of n L_n is {rhat:.3f} > {RHAT_WARNING} at beta={beta:.4g}: chains disagree; "
             f"run longer"
         )
-    for message in messages:
+    for message in messages if warn else ():
         warnings.warn(message, stacklevel=3)
     return WBICResult(
         wbic=mean, std_error=std_error, beta=beta, n=problem.n, sampler=sampler, nll=nll,

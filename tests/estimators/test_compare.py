@@ -28,7 +28,7 @@ def test_compare_nested_regressions_picks_the_true_dimension():
     methods = ("bic", "laplace", "wbic", "rlct", "loo")  # free_energy: tested on its own
     result = compare(problems, jax.random.key(0), methods=methods,
                      rlct_options={"multipliers": (0.5, 1, 2, 4), "num_chains": 1},
-                     progress=False)
+                     sampler="nuts", progress=False)
     table = result.table
     assert list(table.index) == ["d=2", "d=3"] and list(table["d"]) == [2, 3]
     for column in ("nll_hat", "bic", "laplace", "wbic", "wbic_se", "rlct", "rlct_se",
@@ -53,3 +53,32 @@ def test_bad_input():
         compare({"a": problem}, jax.random.key(0), methods=("bic", "aic"))
     with pytest.raises(ValueError, match="empty"):
         compare({}, jax.random.key(0))
+
+
+@pytest.mark.heavy
+def test_compare_on_one_tempered_path():
+    """The default SMC path: F, WBIC, lambda and LOO from one run per model, against the
+    exact answers of both regressions; the table says where the numbers came from."""
+    case = conjugate_regression()
+    data = case.problem.data
+    smaller = models.linear_regression(2, noise_scale=0.5, prior_precision=2.0)
+    x2 = data["x"][:, :2]
+    problems = {"d=2": smaller.problem({"x": x2, "y": data["y"]}), "d=3": case.problem}
+    result = compare(problems, jax.random.key(5), progress=False,
+                     methods=("bic", "laplace", "wbic", "free_energy", "rlct", "loo"))
+    table = result.table
+    assert list(table["source"]) == ["smc", "smc"]
+    exact = {"d=2": -truth.linear_regression_log_evidence(x2, data["y"], 0.5, 2.0),
+             "d=3": -case.log_evidence}
+    beta = 1 / np.log(case.problem.n)
+    exact_wbic = {"d=2": truth.linear_regression_tempered_expected_nll(
+        np.asarray(x2), np.asarray(data["y"]), 0.5, 2.0, beta), "d=3": case.expected_nll(beta)}
+    for name in problems:
+        row = table.loc[name]
+        assert abs(row["free_energy"] - exact[name]) < 4 * row["free_energy_se"] + 0.05
+        assert abs(row["wbic"] - exact_wbic[name]) < 3 * row["wbic_se"]
+        assert abs(row["rlct"] - row["d"] / 2) < 0.15 * row["d"] / 2 and row["m"] == 1
+    assert result.choices["free_energy"] == "d=2"
+    assert set(result.results["d=2"]) == {"fit", "bic", "laplace", "wbic", "free_energy",
+                                          "rlct", "loo"}
+    assert "±" in repr(result)

@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 @pytest.fixture(scope="module")
 def regression_wbic():
     case = conjugate_regression()
-    return case, wbic(case.problem, jax.random.key(0), progress=False)
+    return case, wbic(case.problem, jax.random.key(0), sampler="nuts", progress=False)
 
 
 def test_wbic_matches_the_closed_form_within_four_standard_errors(regression_wbic):
@@ -48,7 +48,7 @@ def test_wbic_reports_draws_as_inference_data(regression_wbic):
 
 def test_any_beta_can_be_asked_for():
     case = conjugate_regression()
-    result = wbic(case.problem, jax.random.key(1), beta=1.0, progress=False)
+    result = wbic(case.problem, jax.random.key(1), sampler="nuts", beta=1.0, progress=False)
     assert result.beta == 1.0
     assert abs(result.wbic - case.expected_nll(1.0)) < 4 * result.std_error
 
@@ -93,7 +93,8 @@ def test_from_loss_problem_gives_the_same_answer():
         return jnp.sum(norm.logpdf(params["w"], 0.0, 2.0**-0.5))
 
     problem = slt.Problem.from_loss(nll, {"w": jnp.zeros(3)}, data, log_prior=log_prior)
-    result = wbic(problem, jax.random.key(2), num_warmup=500, num_samples=500, progress=False)
+    result = wbic(problem, jax.random.key(2), sampler="nuts", num_warmup=500, num_samples=500,
+                  progress=False)
     exact = case.expected_nll(wbic_beta(problem.n))
     assert abs(result.wbic - exact) < 4 * result.std_error
     assert result.inference_data.posterior["w"].shape == (4, 500, 3)
