@@ -12,6 +12,8 @@ scale F = -log Z ≈ n L_n(w0) + lambda log n, so the columns are directly compa
     singular_bic   n L_n(ŵ) + lambda_hat log n - (m_hat - 1) log log n   (± se), lambda_hat
                    and m_hat from temperatures (`slt.rlct`)
     elpd_loo       PSIS-LOO (ArviZ) on posterior draws: a predictive check, not a free energy
+    nested         a second reference F, nested sampling (± se; opt in: methods=(..., "nested"),
+                   needs BlackJAX)
 
 **One tempered path** (`sampler="smc"`, the default). One adaptive tempered SMC run per model,
 its ladder forced through beta = 1/log n and the temperatures of lambda_hat, gives the
@@ -26,6 +28,13 @@ mode. `sampler="nuts"` runs NUTS chains per temperature instead (and for LOO). T
 runner-up is worse by more than `SEPARATION` combined standard errors; otherwise its entry in
 `choices` reads "tie: A, B" (every model within that distance of the best). PSIS-LOO uses
 ArviZ's paired difference (`elpd_diff`, `dse`) the same way.
+
+**Two references.** With both "free_energy" and "nested", every model whose tempered-SMC and
+nested-sampling free energies differ by more than `DISAGREEMENT_SE` combined standard errors
+(and 0.1 nats) is flagged: `references_agree` is False in its row and a warning names the gap.
+Tempered SMC can miss mass at a first-order phase transition, where nested sampling does
+not; nested sampling's slice moves can miss separated modes, where SMC's reweighting does
+not. When they disagree, neither choice of the two columns should be trusted yet.
 
 Label switching: WBIC, the reference F and lambda_hat average n L_n, which is invariant under
 relabelling; Laplace counts one mode (pass `laplace_options={"num_modes": ...}` to count K!).
@@ -44,7 +53,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from slt.estimators.bic import bic
-from slt.estimators.free_energy import free_energy
+from slt.estimators.free_energy import DISAGREEMENT_SE, disagreement, free_energy
 from slt.estimators.laplace import laplace
 from slt.estimators.rlct import DEFAULT_MULTIPLIERS, rlct, rlct_from_draws, temperatures
 from slt.estimators.wbic import (
@@ -61,9 +70,10 @@ from slt.results import Persistable
 from slt.samplers.nuts import pointwise_loglik_of_draws
 from slt.validation import InputError, require_instance, require_key, require_problem
 
-__all__ = ["ComparisonResult", "compare", "METHODS"]
+__all__ = ["ComparisonResult", "compare", "DEFAULT_METHODS", "METHODS"]
 
-METHODS = ("bic", "laplace", "wbic", "free_energy", "rlct", "loo")
+METHODS = ("bic", "laplace", "wbic", "free_energy", "rlct", "loo", "nested")
+DEFAULT_METHODS = ("bic", "laplace", "wbic", "free_energy", "rlct", "loo")
 SAMPLERS = ("smc", "nuts")
 # A criterion separates two models when their difference exceeds this many standard errors of
 # the difference (about 95% two-sided for a normal difference).
@@ -71,7 +81,8 @@ SEPARATION = 2.0
 # The columns of the compact view (`ComparisonResult.__repr__`); `.table` has all of them.
 COMPACT = (("bic", None), ("laplace", None), ("wbic", "wbic_se"),
            ("free_energy", "free_energy_se"), ("rlct", "rlct_se"), ("m", None),
-           ("singular_bic", "singular_bic_se"), ("elpd_loo", "elpd_loo_se"))
+           ("singular_bic", "singular_bic_se"), ("elpd_loo", "elpd_loo_se"),
+           ("nested", "nested_se"), ("references_agree", None))
 # criterion -> (table column, whether lower is better)
 CRITERIA = {
     "bic": ("bic", True),
@@ -80,6 +91,7 @@ CRITERIA = {
     "free_energy": ("free_energy", True),
     "rlct": ("singular_bic", True),
     "loo": ("elpd_loo", False),
+    "nested": ("nested", True),
 }
 
 
@@ -120,7 +132,7 @@ class ComparisonResult(Persistable):
                 continue
             values = self.table[name]
             if se is None or se not in self.table:
-                columns[name] = values.map(lambda v: f"{v:.5g}" if np.isfinite(v) else "")
+                columns[name] = values.map(_format)
             else:
                 columns[name] = [f"{v:.5g} ± {e:.2g}" if np.isfinite(v) else ""
                                  for v, e in zip(values, self.table[se], strict=True)]
@@ -134,17 +146,25 @@ class ComparisonResult(Persistable):
         return f"ComparisonResult(choices: {choices})\n{table}{flags}"
 
 
+def _format(value) -> str:
+    """A table cell: numbers to 5 significant digits, blank when not finite."""
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    return f"{value:.5g}" if np.isfinite(value) else ""
+
+
 def compare(
     problems: Mapping[str, Problem],
     key: jax.Array,
     *,
-    methods=METHODS,
+    methods=DEFAULT_METHODS,
     fit_options: Mapping | None = None,
     laplace_options: Mapping | None = None,
     wbic_options: Mapping | None = None,
     free_energy_options: Mapping | None = None,
     rlct_options: Mapping | None = None,
     loo_options: Mapping | None = None,
+    nested_options: Mapping | None = None,
     sampler: str = "smc",
     progress: bool = True,
 ) -> ComparisonResult:
@@ -154,13 +174,16 @@ def compare(
       problems: {name: Problem}; the models must describe the same data for the comparison
         to mean anything.
       key: PRNG key; model i uses `fold_in(key, i)`.
-      methods: one or several of "bic", "laplace", "wbic", "free_energy", "rlct", "loo". With
-        both "wbic" and "rlct", the WBIC is the rlct run at beta = 1/log n (one sampler run
-        fewer) unless `wbic_options` are given.
+      methods: one or several of "bic", "laplace", "wbic", "free_energy", "rlct", "loo",
+        "nested" (default: all but "nested", which costs more than the rest together and
+        needs BlackJAX). With `sampler="nuts"` and both "wbic" and "rlct", the WBIC is the
+        rlct run at beta = 1/log n (one sampler run fewer) unless `wbic_options` are given.
       fit_options: for `slt.fit_map` (MAP, shared by bic, laplace and rlct).
       laplace_options, wbic_options, free_energy_options, rlct_options: for those estimators.
       loo_options: with `sampler="nuts"`, for the posterior NUTS run of PSIS-LOO
         (`num_chains`, `num_warmup`, `num_samples`, and NUTS settings).
+      nested_options: for `slt.free_energy(method="nested")` (num_particles = live points,
+        num_copies = runs, and `nested_sampling`'s settings).
       sampler: "smc" (one tempered path per model: module doc) or "nuts". With "smc",
         `free_energy_options` set the path (particles, copies, moves), `rlct_options` may set
         `multipliers` and `max_multiplicity`, and the path is run even when "free_energy" is
@@ -204,6 +227,7 @@ def compare(
         "fit": dict(fit_options or {}), "laplace": dict(laplace_options or {}),
         "wbic": dict(wbic_options or {}), "free_energy": dict(free_energy_options or {}),
         "rlct": dict(rlct_options or {}), "loo": dict(loo_options or {}), "bic": {},
+        "nested": dict(nested_options or {}),
     }
     runners = _SMC_RUNNERS if sampler == "smc" else _RUNNERS
     order = ("fit", *_ordered(methods))
@@ -229,6 +253,7 @@ def compare(
                 results[name][method] = result
                 row.update(_COLUMNS.get(method, lambda r: {})(result))
                 bar.update(1)
+            messages += _check_references(name, results[name], row)
             rows[name] = row
     table = pd.DataFrame.from_dict(rows, orient="index")
     table = table[[column for column in _COLUMN_ORDER if column in table.columns]]
@@ -247,6 +272,27 @@ def compare(
     return ComparisonResult(
         table=table, choices=choices, results=results, methods=methods, warnings=tuple(messages)
     )
+
+
+def _check_references(name: str, done: dict, row: dict) -> list[str]:
+    """Compare the tempered-SMC and nested-sampling references of one model (module doc):
+    set `references_agree` in its row; a message when they disagree."""
+    if not ("free_energy" in done and "nested" in done):
+        return []
+    tempered, nested = done["free_energy"], done["nested"]
+    gap = disagreement((tempered.free_energy, tempered.std_error),
+                       (nested.free_energy, nested.std_error))
+    row["references_agree"] = gap is None
+    if gap is None:
+        return []
+    message = (
+        f"the two references disagree: tempered SMC F = {tempered.free_energy:.6g} ± "
+        f"{tempered.std_error:.2g}, nested sampling F = {nested.free_energy:.6g} ± "
+        f"{nested.std_error:.2g}, a gap of {gap:.3g} nats (> {DISAGREEMENT_SE:g} combined se): "
+        f"one of them missed posterior mass; trust neither free energy for this model"
+    )
+    warnings.warn(f"{name}: {message}", stacklevel=3)
+    return [f"{name}: {message}"]
 
 
 def _ordered(methods):
@@ -299,6 +345,10 @@ def _run_wbic(problem, key, done, options):
 
 def _run_free_energy(problem, key, done, options):
     return free_energy(problem, key, progress=False, **options)
+
+
+def _run_nested(problem, key, done, options):
+    return free_energy(problem, key, method="nested", progress=False, **options)
 
 
 def _run_rlct(problem, key, done, options):
@@ -355,6 +405,7 @@ def _path_loo(problem, key, done, options):
 _RUNNERS = {
     "fit": _run_fit, "bic": _run_bic, "laplace": _run_laplace, "wbic": _run_wbic,
     "free_energy": _run_free_energy, "rlct": _run_rlct, "loo": _run_loo,
+    "nested": _run_nested,
 }
 _SMC_RUNNERS = _RUNNERS | {
     "free_energy": _run_path,
@@ -364,7 +415,7 @@ _SMC_RUNNERS = _RUNNERS | {
 _COLUMN_ORDER = (
     "d", "n", "source", "nll_hat", "bic", "laplace", "laplace_singular", "wbic", "wbic_se",
     "free_energy", "free_energy_se", "rlct", "rlct_se", "m", "singular_bic", "singular_bic_se",
-    "elpd_loo", "elpd_loo_se",
+    "elpd_loo", "elpd_loo_se", "nested", "nested_se", "references_agree",
 )
 
 _COLUMNS = {
@@ -378,4 +429,5 @@ _COLUMNS = {
         "singular_bic": r.singular_bic, "singular_bic_se": r.singular_bic_se,
     },
     "loo": lambda r: {"elpd_loo": float(r["elpd_loo"]), "elpd_loo_se": float(r["se"])},
+    "nested": lambda r: {"nested": r.free_energy, "nested_se": r.std_error},
 }

@@ -1,6 +1,6 @@
-"""A reference free energy F = -log Z by adaptive tempered SMC, or by thermodynamic integration.
+"""A reference free energy F = -log Z: tempered SMC, thermodynamic integration, nested sampling.
 
-Both estimates come from the same runs of `slt.samplers.tempering.tempered_smc` (independent
+The first two estimates come from the same runs of `slt.samplers.tempering.tempered_smc` (independent
 copies, each with its own ESS-driven ladder 0 = beta_0 < ... < beta_K = 1 from exact prior
 draws):
 
@@ -13,6 +13,16 @@ draws):
 
 The estimate is the mean over copies and its standard error the copies' standard deviation
 over sqrt(num_copies) (2–4 copies, DESIGN.md).
+
+A second, independent reference: "nested" runs nested sampling
+(`slt.samplers.nested.nested_sampling`, BlackJAX's nested slice sampler; the optional
+dependency `pip install 'slt[nested]'`), which integrates L over the prior mass enclosed by
+rising likelihood contours instead of over temperatures. Tempered SMC fails where the tempered
+posterior jumps from one region to another as beta grows (a first-order phase transition:
+a narrow, high-likelihood region that no particle reaches before it carries the mass); nested
+sampling does not, since its contours close in on that region whatever the temperature would
+be (Skilling 2006, "spike and slab"). `disagreement(a, b)` says when two references differ by
+more than their errors; `slt.compare` runs it for every model where both were computed.
 
 Accuracy measured against exact answers (tests/estimators/test_free_energy.py and
 benchmarks/evidence_accuracy.py, fixed keys) with the earlier defaults (1000 particles, 4
@@ -38,6 +48,7 @@ import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import jax
 import numpy as np
@@ -47,14 +58,21 @@ import xarray as xr
 from slt.problem import Problem
 from slt.results import Persistable
 from slt.samplers.tempering import SMCRun, tempered_smc
-from slt.validation import require_int
+from slt.validation import InputError, require_int
 
-__all__ = ["FreeEnergyResult", "free_energy", "thermodynamic_integral"]
+if TYPE_CHECKING:
+    from slt.samplers.nested import NestedRun
 
-METHODS = ("smc", "ti")
-# SMC and TI estimate the same F from the same particles; a gap above this many combined
-# standard errors (and above 0.1 nats) says the ladder or the MCMC moves are inadequate.
+__all__ = ["FreeEnergyResult", "disagreement", "free_energy", "thermodynamic_integral"]
+
+METHODS = ("smc", "ti", "nested")
+# Two estimates of one F disagree when their gap exceeds this many combined standard errors
+# and MIN_DISAGREEMENT nats: between SMC and TI (same particles) it says the ladder or the
+# MCMC moves are inadequate; between tempered SMC and nested sampling, that one of the two
+# references missed part of the posterior mass.
 DISAGREEMENT_SE = 4.0
+MIN_DISAGREEMENT = 0.1
+_NAN_PAIR = (float("nan"), float("nan"))
 
 
 @dataclass(frozen=True)
@@ -62,14 +80,19 @@ class FreeEnergyResult(Persistable):
     """F = -log Z with its standard error, both estimators, and the tempering ladders.
 
     Attributes:
-      free_energy: the chosen method's estimate, mean over copies (lower is better).
-      std_error: standard deviation over copies / sqrt(num_copies).
-      method: "smc" or "ti".
-      per_copy: the chosen method's estimate of each copy.
-      smc, ti: (estimate, standard error) of both methods.
-      num_particles, target_ess: the configuration.
-      run: the raw `SMCRun` (ladders, E_beta[n L_n], acceptance, final particles).
+      free_energy: the chosen method's estimate (lower is better): the mean over copies for
+        "smc" and "ti", the merged runs' estimate for "nested".
+      std_error: for "smc" and "ti" the standard deviation over copies / sqrt(num_copies);
+        for "nested" the larger of nested sampling's own error and the runs' spread.
+      method: "smc", "ti" or "nested".
+      per_copy: the chosen method's estimate of each copy (each run, for "nested").
+      smc, ti: (estimate, standard error) of both tempered methods; NaN for "nested".
+      num_particles: particles per copy (live points per run, for "nested").
+      target_ess: the tempering ladder's ESS fraction (NaN for "nested").
+      run: the raw `SMCRun` (ladders, E_beta[n L_n], acceptance, final particles) or, for
+        "nested", the `NestedRun` (weighted posterior draws, information, evaluations).
       warnings: plain-language diagnostics (also issued as Python warnings).
+      nested: (estimate, standard error) of nested sampling; NaN unless method="nested".
     """
 
     free_energy: float
@@ -80,8 +103,9 @@ class FreeEnergyResult(Persistable):
     ti: tuple[float, float]
     num_particles: int
     target_ess: float
-    run: SMCRun = field(repr=False)
+    run: SMCRun | NestedRun = field(repr=False)
     warnings: tuple[str, ...] = ()
+    nested: tuple[float, float] = _NAN_PAIR
 
     @property
     def log_evidence(self) -> float:
@@ -94,42 +118,69 @@ class FreeEnergyResult(Persistable):
 
     def summary(self) -> pd.DataFrame:
         """One-row table."""
+        run = self.run
+        tempered = isinstance(run, SMCRun)
         return pd.DataFrame([{
             "free_energy": self.free_energy, "se": self.std_error, "method": self.method,
             "smc": self.smc[0], "smc_se": self.smc[1], "ti": self.ti[0], "ti_se": self.ti[1],
+            "nested": self.nested[0], "nested_se": self.nested[1],
             "copies": self.num_copies, "particles": self.num_particles,
-            "stages": float(np.mean(self.run.num_stages)),
-            "min_acceptance": float(np.nanmin(self.run.acceptance)),
-            "run_s": self.run.run_time,
+            "stages": float(np.mean(run.num_stages)) if tempered else float("nan"),
+            "min_acceptance": float(np.nanmin(run.acceptance)) if tempered else float("nan"),
+            "nested_iterations": float("nan") if tempered else float(run.num_iterations),
+            "run_s": run.run_time,
         }])
 
     def to_xarray(self) -> xr.Dataset:
-        """The ladders as an xarray Dataset with dims (copy, stage)."""
-        dims = ("copy", "stage")
+        """The tempering ladders, dims (copy, stage); for "nested", each run's log Z and the
+        weighted posterior draws, dims (run,) and (point, dim)."""
         run = self.run
+        attrs = {"free_energy": self.free_energy, "std_error": self.std_error,
+                 "method": self.method}
+        if not isinstance(run, SMCRun):
+            return xr.Dataset(
+                {"log_evidence": (("run",), run.log_evidence),
+                 "samples": (("point", "dim"), run.samples),
+                 "log_weights": (("point",), run.log_weights)},
+                attrs=attrs | {"information": run.information},
+            )
+        dims = ("copy", "stage")
         return xr.Dataset(
             {
                 "beta": (dims, run.betas), "log_evidence": (dims, run.log_evidence_path),
                 "mean_nll": (dims, run.mean_nll), "var_nll": (dims, run.var_nll),
                 "acceptance": (dims, run.acceptance), "step_size": (dims, run.step_size),
             },
-            attrs={"free_energy": self.free_energy, "std_error": self.std_error,
-                   "method": self.method},
+            attrs=attrs,
         )
 
     def plot(self, **kwargs):
-        """E_beta[n L_n] along each copy's ladder, and log Z(beta) accumulated."""
+        """Tempered: E_beta[n L_n] along each copy's ladder, and log Z(beta) accumulated.
+        Nested: each run's F with its error, and the merged estimate."""
         from slt.plots.evidence import plot_free_energy
 
         return plot_free_energy(self, **kwargs)
 
     def __repr__(self) -> str:
         flags = f", {len(self.warnings)} warning(s)" if self.warnings else ""
+        head = f"FreeEnergyResult({self.method}: F={self.free_energy:.6g} ± {self.std_error:.2g}; "
+        if not isinstance(self.run, SMCRun):
+            return (f"{head}runs={self.num_copies}, live points={self.num_particles}, "
+                    f"H={self.run.information:.3g} nats{flags})")
         return (
-            f"FreeEnergyResult({self.method}: F={self.free_energy:.6g} ± {self.std_error:.2g}; "
-            f"smc={self.smc[0]:.6g}, ti={self.ti[0]:.6g}; copies={self.num_copies}, "
+            f"{head}smc={self.smc[0]:.6g}, ti={self.ti[0]:.6g}; copies={self.num_copies}, "
             f"particles={self.num_particles}, stages~{np.mean(self.run.num_stages):.0f}{flags})"
         )
+
+
+def disagreement(a: tuple[float, float], b: tuple[float, float]) -> float | None:
+    """The gap |F_a - F_b| between two estimates (value, standard error) of one free energy
+    when it exceeds `DISAGREEMENT_SE` combined standard errors and `MIN_DISAGREEMENT` nats,
+    else None (they agree, as far as their errors can tell)."""
+    gap = abs(a[0] - b[0])
+    if not np.isfinite(gap):
+        return None
+    return gap if gap > max(DISAGREEMENT_SE * np.hypot(a[1], b[1]), MIN_DISAGREEMENT) else None
 
 
 def thermodynamic_integral(betas, mean_nll, var_nll) -> float:
@@ -159,23 +210,29 @@ def free_energy(
     checkpoint: str | os.PathLike | None = None,
     **smc_options,
 ) -> FreeEnergyResult:
-    """A reference free energy F = -log Z with a standard error (tempered SMC or TI).
+    """A reference free energy F = -log Z with a standard error (tempered SMC, TI or nested).
 
     Args:
       problem: model and data with a proper prior (the prior is sampled exactly at beta = 0).
       key: PRNG key.
       method: "smc" (the SMC normalising-constant estimate) or "ti" (thermodynamic
-        integration over the same ladder); both are computed and reported.
-      num_particles: particles per copy.
-      num_copies: independent copies (2–4; their spread is the standard error).
-      target_ess: ESS fraction kept between successive temperatures (0.9–0.95).
+        integration over the same ladder), both computed and reported from one tempered run;
+        or "nested": nested sampling (module doc), a second, independent reference. It needs
+        BlackJAX (`pip install 'slt[nested]'`).
+      num_particles: particles per copy (live points per run, for "nested").
+      num_copies: independent copies (2–4; their spread is the standard error); nested
+        sampling's runs.
+      target_ess: ESS fraction kept between successive temperatures (0.9–0.95); not used by
+        "nested".
       waypoints: inverse temperatures the ladder must pass through; the particles there give
         WBIC and lambda from the same run (`slt.estimators.wbic.smc_draws(result.run)`).
+        Tempered methods only.
       prior_sampler: `(key, num) -> (num, dim)` flat unconstrained prior draws, needed only
         for `Problem.from_loss`.
       progress: show a progress bar.
       **smc_options: for `tempered_smc` (num_mcmc_steps, max_mcmc_steps,
-        correlation_threshold, num_leapfrog, ...).
+        correlation_threshold, num_leapfrog, ...) or, for "nested", `nested_sampling`
+        (num_delete, num_inner_steps, termination, jump_probability, ...).
       checkpoint: a file (.npz) where the SMC state (particles, log-likelihoods, each copy's
         beta, log Z and step size, the ladder so far) is saved after every tempering stage. A
         run stopped by Ctrl-C / SIGTERM (which raise `Interrupted` after saving) or killed
@@ -192,7 +249,8 @@ def free_energy(
         `tempered_smc` rejects (problem, key, counts, target_ess outside (0, 1), a
         prior_sampler that is not a function or returns the wrong shape).
       ValueError: an unknown method, no proper prior, the log-likelihood not finite at any
-        prior draw.
+        prior draw; waypoints with "nested".
+      ImportError: "nested" without BlackJAX installed (the message says how to install it).
       RuntimeError: beta = 1 not reached within the stage limit.
       Interrupted (a KeyboardInterrupt, `slt.samplers.checkpoint`): SIGINT or SIGTERM during
         a checkpointed run; the progress is saved.
@@ -205,6 +263,12 @@ def free_energy(
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; available: {', '.join(METHODS)}")
     require_int("num_copies (>= 2 for a standard error)", num_copies, minimum=2)
+    if method == "nested":
+        if len(np.atleast_1d(waypoints)):
+            raise InputError("waypoints belong to the tempered methods ('smc', 'ti'), not "
+                             "'nested'")
+        return _nested_free_energy(problem, key, num_particles, num_copies, prior_sampler,
+                                   progress, smc_options)
     run = tempered_smc(
         problem, key, num_particles=num_particles, num_copies=num_copies, target_ess=target_ess,
         waypoints=waypoints, prior_sampler=prior_sampler, progress=progress,
@@ -232,11 +296,30 @@ def free_energy(
     )
 
 
+def _nested_free_energy(problem, key, num_live, num_runs, prior_sampler, progress, options):
+    """`free_energy(method="nested")`: F = -log Z of the merged nested-sampling runs."""
+    try:
+        from slt.samplers.nested import nested_sampling
+    except ImportError as error:
+        raise ImportError(
+            "free_energy(method='nested') needs BlackJAX: pip install 'slt[nested]' "
+            f"(or blackjax>=1.7.1); {error}"
+        ) from error
+    run = nested_sampling(problem, key, num_live=num_live, num_runs=num_runs,
+                          prior_sampler=prior_sampler, progress=progress, **options)
+    estimate = (-run.combined_log_evidence, run.std_error)
+    return FreeEnergyResult(
+        free_energy=estimate[0], std_error=estimate[1], method="nested",
+        per_copy=-np.asarray(run.log_evidence), smc=_NAN_PAIR, ti=_NAN_PAIR,
+        num_particles=int(num_live), target_ess=float("nan"), run=run, nested=estimate,
+    )
+
+
 def _diagnose(run: SMCRun, summary: dict) -> list[str]:
     messages = []
-    (smc, smc_se), (ti, ti_se) = summary["smc"], summary["ti"]
-    gap = abs(smc - ti)
-    if gap > max(DISAGREEMENT_SE * np.hypot(smc_se, ti_se), 0.1):
+    smc, ti = summary["smc"][0], summary["ti"][0]
+    gap = disagreement(summary["smc"], summary["ti"])
+    if gap is not None:
         messages.append(
             f"SMC ({smc:.4g}) and TI ({ti:.4g}) disagree by {gap:.3g} nats: the tempering "
             f"ladder or the MCMC moves are inadequate; raise num_particles or num_mcmc_steps"

@@ -15,6 +15,7 @@ FREE_ENERGY_COLUMNS = (
     ("laplace", None, "Laplace"),
     ("wbic", "wbic_se", "WBIC"),
     ("free_energy", "free_energy_se", "reference F (SMC)"),
+    ("nested", "nested_se", "reference F (nested sampling)"),
     ("singular_bic", "singular_bic_se", "n L_n(ŵ) + λ̂ log n"),
 )
 
@@ -84,8 +85,11 @@ def plot_wbic(result, *, axes=None):
 
 
 def plot_free_energy(result, *, axes=None):
-    """Left: E_beta[n L_n] along each copy's ladder (log beta). Right: log Z(beta) accumulated,
-    with the final estimates."""
+    """Tempered runs: left, E_beta[n L_n] along each copy's ladder (log beta); right, log Z(beta)
+    accumulated, with the final estimates. Nested sampling: each run's F (± its own error)
+    and the merged estimate (± its standard error) as a band."""
+    if result.method == "nested":
+        return _plot_nested(result, axes)
     fig, axes = _axes(axes, ncols=2, figsize=(11, 3.8))
     expectation, path = axes
     run = result.run
@@ -100,6 +104,22 @@ def plot_free_energy(result, *, axes=None):
     expectation.legend(fontsize=7)
     path.set(xscale="log", xlabel="β", ylabel="log Z(β)",
              title=f"F = {result.free_energy:.5g} ± {result.std_error:.2g} ({result.method})")
+    fig.tight_layout()
+    return fig
+
+
+def _plot_nested(result, ax):
+    fig, ax = _axes(ax)
+    run = result.run
+    runs = np.arange(len(run.log_evidence))
+    ax.errorbar(runs, -run.log_evidence, yerr=2 * run.log_evidence_std_error, fmt="o",
+                capsize=3, label="each run ± 2 se")
+    ax.axhspan(result.free_energy - 2 * result.std_error,
+               result.free_energy + 2 * result.std_error, color="C3", alpha=0.2,
+               label=f"merged: F = {result.free_energy:.6g} ± {result.std_error:.2g}")
+    ax.set(xticks=runs, xlabel="run", ylabel="F = -log Z",
+           title=f"nested sampling (H = {run.information:.3g} nats)")
+    ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slt import fit_map, models, truth
+from slt import Problem, fit_map, models, truth
 
 
 @functools.cache
@@ -55,3 +55,28 @@ def two_component_mixture():
 def regression_fit(prior: bool):
     """The MAP (prior=True) or the MLE of `conjugate_regression()`."""
     return fit_map(conjugate_regression().problem, jax.random.key(0), prior=prior)
+
+
+@functools.cache
+def spike_and_slab(dim=6, slab=0.1, spike=0.005, weight=6e8):
+    """Skilling's spike and slab (`truth.spike_and_slab_log_evidence`), w ~ N(0, I_dim): a
+    first-order phase transition at beta ≈ 0.9, where the spike (90% of the posterior at
+    beta = 1, a fraction (spike/slab)^dim ≈ 1.6e-8 of the slab) takes over. The likelihood is
+    spread evenly over n = 10 dummy examples."""
+    n = 10
+
+    def nll(params, batch):
+        r2 = jnp.sum(params["w"] ** 2)
+        loglik = jnp.logaddexp(-r2 / (2 * slab**2), np.log(weight) - r2 / (2 * spike**2))
+        return jnp.full(batch["y"].shape[0], -loglik / n)
+
+    def log_prior(params):
+        return jnp.sum(jax.scipy.stats.norm.logpdf(params["w"]))
+
+    problem = Problem.from_loss(nll, {"w": jnp.zeros(dim)}, {"y": jnp.zeros(n)},
+                                log_prior=log_prior, x64=True)
+    return SimpleNamespace(
+        problem=problem,
+        prior_sampler=lambda key, num: jax.random.normal(key, (num, dim)),
+        log_evidence=truth.spike_and_slab_log_evidence(dim, slab, spike, weight),
+    )

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-pytest.importorskip("blackjax", reason="nested sampling needs blackjax (not yet a dependency)")
+pytest.importorskip("blackjax", reason="nested sampling needs blackjax (slt[nested])")
 from estimators.evidence_cases import conjugate_regression, product_model
 from jax.scipy.stats import norm
 

@@ -1,0 +1,98 @@
+"""Two independent references: free_energy(method="nested") against exact log evidences, and
+`compare`'s flag when tempered SMC and nested sampling disagree (a constructed phase
+transition where tempering misses the mass, `evidence_cases.spike_and_slab`)."""
+
+import jax
+import matplotlib
+import numpy as np
+import pytest
+
+pytest.importorskip("blackjax", reason="nested sampling needs blackjax (slt[nested])")
+
+import slt
+from slt.estimators.free_energy import disagreement
+from slt.validation import InputError
+
+from .evidence_cases import conjugate_regression, spike_and_slab
+
+matplotlib.use("Agg")
+
+
+def test_disagreement_needs_four_combined_errors_and_a_tenth_of_a_nat():
+    assert disagreement((10.0, 0.1), (10.5, 0.1)) is None  # 0.5 < 4 × 0.14
+    assert disagreement((10.0, 0.05), (10.7, 0.05)) == pytest.approx(0.7)
+    assert disagreement((10.0, 0.001), (10.05, 0.001)) is None  # below 0.1 nats
+    assert disagreement((10.0, 0.1), (np.nan, np.nan)) is None
+
+
+@pytest.fixture(scope="module")
+def regression_nested():
+    case = conjugate_regression()
+    result = slt.free_energy(case.problem, jax.random.key(3), method="nested",
+                             num_particles=400, num_copies=2, progress=False)
+    return case, result
+
+
+def test_nested_free_energy_within_four_se_of_the_exact_value(regression_nested):
+    case, result = regression_nested
+    assert result.method == "nested" and result.nested == (result.free_energy, result.std_error)
+    assert abs(result.free_energy + case.log_evidence) < 4 * result.std_error
+    assert 0.0 < result.std_error < 0.2
+    assert np.isnan(result.smc[0]) and np.isnan(result.target_ess)
+    np.testing.assert_allclose(result.per_copy, -result.run.log_evidence)
+
+
+def test_nested_result_reports_tables_plots_and_saves(regression_nested, tmp_path):
+    _, result = regression_nested
+    row = result.summary().iloc[0]
+    assert row["nested"] == result.free_energy and row["nested_iterations"] > 0
+    assert np.isnan(row["stages"])
+    assert result.to_xarray()["log_evidence"].dims == ("run",)
+    assert "nested: F=" in repr(result) and "H=" in repr(result)
+    assert result.plot() is not None
+    result.save(tmp_path / "nested.nc")
+    again = slt.FreeEnergyResult.load(tmp_path / "nested.nc")
+    assert repr(again) == repr(result)
+    np.testing.assert_array_equal(again.run.samples, result.run.samples)
+
+
+def test_nested_refuses_waypoints():
+    with pytest.raises(InputError, match="waypoints"):
+        slt.free_energy(conjugate_regression().problem, jax.random.key(0), method="nested",
+                        waypoints=(0.5,), progress=False)
+
+
+@pytest.mark.heavy
+def test_compare_flags_the_references_when_tempering_misses_a_phase_transition():
+    case = spike_and_slab()
+    sampler = {"prior_sampler": case.prior_sampler, "num_particles": 200, "num_copies": 2}
+    # the default termination (1e-2) stops nested sampling on the flat top of the slab,
+    # before the spike shows: it must run on until the live points hold 1e-8 of Z
+    with pytest.warns(UserWarning, match="references disagree"):
+        result = slt.compare(
+            {"spike": case.problem}, jax.random.key(0), methods=("free_energy", "nested"),
+            sampler="nuts", free_energy_options=sampler,
+            nested_options=sampler | {"termination": 1e-8}, progress=False,
+        )
+    row = result.table.loc["spike"]
+    exact = -case.log_evidence
+    assert abs(row["nested"] - exact) < 4 * row["nested_se"]
+    # tempering never reaches the spike (90% of Z): it is off by about log 10
+    assert row["free_energy"] - exact > 1.5
+    assert not row["references_agree"]
+    assert any("spike: the two references disagree" in w for w in result.warnings)
+    assert "references_agree" in result.compact().columns
+
+
+@pytest.mark.heavy
+def test_compare_reports_agreeing_references_on_the_exact_case():
+    case = conjugate_regression()
+    result = slt.compare(
+        {"regression": case.problem}, jax.random.key(1), methods=("free_energy", "nested"),
+        free_energy_options={"num_copies": 2}, nested_options={"num_copies": 2},
+        progress=False,
+    )
+    row = result.table.loc["regression"]
+    assert row["references_agree"]
+    assert abs(row["nested"] + case.log_evidence) < 4 * row["nested_se"]
+    assert result.choices["nested"] == "regression"
