@@ -1,8 +1,8 @@
 """A reference free energy F = -log Z: tempered SMC, thermodynamic integration, nested sampling.
 
-The first two estimates come from the same runs of `slt.samplers.tempering.tempered_smc` (independent
-copies, each with its own ESS-driven ladder 0 = beta_0 < ... < beta_K = 1 from exact prior
-draws):
+The first two estimates come from the same runs of `slt.samplers.tempering.tempered_smc`
+(independent copies, each with its own ESS-driven ladder 0 = beta_0 < ... < beta_K = 1 from
+exact prior draws):
 
 * "smc": -log of the product of the mean incremental weights, sum_k log (1/N) sum_j
   exp((beta_{k+1} - beta_k) l(w_j)) (unbiased for Z within a copy);
