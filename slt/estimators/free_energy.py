@@ -9,7 +9,9 @@ exact prior draws):
 * "ti": thermodynamic integration F = ∫_0^1 E_beta[n L_n] dbeta over the same ladder, with
   the Euler–Maclaurin end correction that d/dbeta E_beta[n L_n] = -Var_beta[n L_n] makes
   available: each interval contributes h/2 (f_a + f_b) - h^2/12 (V_a - V_b), so the
-  discretisation error is O(h^5) per interval instead of O(h^3).
+  discretisation error is O(h^5) per interval instead of O(h^3). Where a diffuse prior makes
+  n L_n heavy-tailed near beta = 0 (h^2 Var > 1: the quadrature cannot resolve the integrand),
+  those first intervals come from the SMC increments instead (`thermodynamic_integral`).
 
 The estimate is the mean over copies and its standard error the copies' standard deviation
 over sqrt(num_copies) (2–4 copies, DESIGN.md).
@@ -183,17 +185,32 @@ def disagreement(a: tuple[float, float], b: tuple[float, float]) -> float | None
     return gap if gap > max(DISAGREEMENT_SE * np.hypot(a[1], b[1]), MIN_DISAGREEMENT) else None
 
 
-def thermodynamic_integral(betas, mean_nll, var_nll) -> float:
+def thermodynamic_integral(betas, mean_nll, var_nll, log_evidence_path=None) -> float:
     """∫_0^1 E_beta[n L_n] dbeta from a ladder, trapezoid plus the end-point correction.
 
     Each interval [a, b], h = b - a, contributes h/2 (f_a + f_b) - h^2/12 (V_a - V_b), where
     f = E_beta[n L_n] and V = Var_beta[n L_n] = -df/dbeta (Euler–Maclaurin). NaN padding at
     the end of the arrays is ignored.
+
+    The quadrature needs the integrand resolved: h^2 V <= 1 at both ends of an interval (the
+    ESS-adapted ladder gives h^2 V ≈ 0.05 where n L_n is roughly normal). Near beta = 0 a
+    diffuse prior can make n L_n heavy-tailed (a Poisson log-rate with prior N(0, 10^2):
+    E_prior[n L_n] is of order e^50), and there the trapezoid is meaningless while the
+    integral itself is finite. Given `log_evidence_path` (log Z(beta_k) accumulated by the
+    SMC increments log E_{beta_k}[exp(h l)], the exact identity for the same integral), the
+    intervals up to the last unresolved one are taken from it, and the quadrature covers
+    the rest. Without it, every interval is integrated by the quadrature.
     """
     keep = np.isfinite(betas)
     b, f, v = (np.asarray(a, np.float64)[keep] for a in (betas, mean_nll, var_nll))
     h = np.diff(b)
-    return float(np.sum(0.5 * h * (f[:-1] + f[1:]) - h**2 / 12.0 * (v[:-1] - v[1:])))
+    pieces = 0.5 * h * (f[:-1] + f[1:]) - h**2 / 12.0 * (v[:-1] - v[1:])
+    if log_evidence_path is None:
+        return float(np.sum(pieces))
+    path = np.asarray(log_evidence_path, np.float64)[keep]
+    unresolved = ~(h**2 * np.maximum(v[:-1], v[1:]) <= 1.0)
+    start = int(np.flatnonzero(unresolved)[-1]) + 1 if unresolved.any() else 0
+    return float(-path[start] + np.sum(pieces[start:]))
 
 
 def free_energy(
@@ -277,8 +294,9 @@ def free_energy(
     estimates = {
         "smc": -run.log_evidence,
         "ti": np.array([
-            thermodynamic_integral(b, f, v)
-            for b, f, v in zip(run.betas, run.mean_nll, run.var_nll, strict=True)
+            thermodynamic_integral(b, f, v, path)
+            for b, f, v, path in zip(run.betas, run.mean_nll, run.var_nll,
+                                     run.log_evidence_path, strict=True)
         ]),
     }
     summary = {

@@ -80,3 +80,27 @@ def spike_and_slab(dim=6, slab=0.1, spike=0.005, weight=6e8):
         prior_sampler=lambda key, num: jax.random.normal(key, (num, dim)),
         log_evidence=truth.spike_and_slab_log_evidence(dim, slab, spike, weight),
     )
+
+
+@functools.cache
+def poisson_intercept():
+    """y_i ~ Poisson(exp(b)), b ~ N(0, 10^2), n = 400, rate 3: log Z by 1-D quadrature. The
+    diffuse prior makes n L_n heavy-tailed near beta = 0 (E_prior[n L_n] ~ e^50)."""
+    import numpyro
+    import numpyro.distributions as dist
+    from scipy import special, stats
+
+    def model(y):
+        b = numpyro.sample("b", dist.Normal(0.0, 10.0))
+        with numpyro.plate("data", y.shape[0]):
+            numpyro.sample("y", dist.Poisson(jnp.exp(b)), obs=y)
+
+    y = np.random.default_rng(0).poisson(3.0, 400).astype(np.float64)
+    grid = np.linspace(np.log(3.0) - 1.0, np.log(3.0) + 1.0, 200_001)
+    log_joint = (y.sum() * grid - y.size * np.exp(grid) - special.gammaln(y + 1).sum()
+                 + stats.norm.logpdf(grid, 0.0, 10.0))
+    peak = log_joint.max()
+    return SimpleNamespace(
+        problem=Problem(model, {"y": jnp.asarray(y)}, x64=True),
+        log_evidence=peak + np.log(np.trapezoid(np.exp(log_joint - peak), grid)),
+    )
