@@ -12,6 +12,8 @@ jax.config.update("jax_enable_x64", True)
 
 from benchmarks import (  # noqa: E402
     evidence_accuracy,
+    evidence_old_faithful,
+    evidence_peers,
     fisher_scan,
     fit_accuracy,
     llc_accuracy,
@@ -31,6 +33,8 @@ SECTIONS = [
     llc_preconditioner,
     llc_finite_n,
     evidence_accuracy,
+    evidence_old_faithful,
+    evidence_peers,
     sbic_selection,
     fisher_scan,
     natural_gradient,
