@@ -109,12 +109,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def format_comparison(result) -> str:
-    """The comparison table and each criterion's choice, as text for the terminal."""
+    """The compact comparison table (each estimate ± its standard error; every column is in
+    the CSV), each criterion's choice and how far to trust it, as text for the terminal."""
     with pd.option_context("display.width", 200, "display.max_columns", 40):
-        table = result.table.to_string(float_format=lambda v: f"{v:.4g}")
+        table = result.compact().to_string()
     choices = "\n".join(f"  {criterion:<12} -> {name}" for criterion, name in
                         result.choices.items())
     lines = [table, "", "selected (lowest free energy; highest elpd for loo):", choices]
+    if assessment := result.assessment():
+        lines += ["", "how far to trust each criterion here:"]
+        lines += [f"  - {line}" for line in assessment]
     if result.warnings:
         lines += ["", f"{len(result.warnings)} diagnostic(s):"]
         lines += [f"  {message}" for message in result.warnings]

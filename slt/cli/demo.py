@@ -137,7 +137,9 @@ def _evidence(key, progress: bool) -> tuple[dict, object, dict[str, object]]:
     summary = {
         "data": "Old Faithful eruption durations (minutes), n = 272",
         "table": result.table.reset_index(names="model").to_dict(orient="records"),
+        "compact": result.compact().reset_index(names="model").to_dict(orient="records"),
         "choices": result.choices,
+        "assessment": result.assessment(),
         "warnings": list(result.warnings),
     }
     return summary, result, {"evidence_data.png": figure,
@@ -232,16 +234,13 @@ def _markdown_table(frame: pd.DataFrame) -> str:
     return "\n".join([header, rule, *rows])
 
 
-_EVIDENCE_COLUMNS = ["model", "d", "nll_hat", "bic", "laplace", "wbic", "wbic_se",
-                     "free_energy", "free_energy_se", "rlct", "rlct_se", "singular_bic"]
 _LLC_COLUMNS = ["network", "n", "d", "d/2 (BIC)", "(d - nullity)/2 (symmetry)", "exact λ", "λ̂",
                 "se", "rank I(w*)"]
 
 
 def _report(results: dict) -> str:
     evidence, networks, fisher = results["evidence"], results["llc"], results["fisher"]
-    table = pd.DataFrame(evidence["table"])
-    evidence_table = table[[c for c in _EVIDENCE_COLUMNS if c in table.columns]]
+    evidence_table = pd.DataFrame(evidence["compact"])
     choices = ", ".join(f"{criterion} → {name}" for criterion, name in evidence["choices"].items())
     llc_table = pd.DataFrame(networks)[_LLC_COLUMNS]
     fisher_table = pd.DataFrame(fisher)
@@ -258,15 +257,21 @@ def _report(results: dict) -> str:
         "",
         f"{evidence['data']}, Gaussian mixtures with K = 1 … 3 components "
         "(`slt.models.gaussian_mixture`). Free energies F = −log Z in nats on one scale, "
-        "F ≈ n L_n(w₀) + λ log n: lower is better. `nll_hat` = n L_n(ŵ) at the MAP; `bic` = "
-        "n L_n(ŵ) + (d/2) log n; `laplace` = −log Z of the Laplace approximation; `wbic` = "
-        "E_β[n L_n] at β = 1/log n (NUTS); `free_energy` = the reference F by adaptive "
-        "tempered SMC; `rlct` = λ̂ from five temperatures and `singular_bic` = "
-        "n L_n(ŵ) + λ̂ log n.",
+        "F ≈ n L_n(w₀) + λ log n: lower is better, ± one standard error. `bic` = "
+        "n L_n(ŵ) + (d/2) log n at the MAP ŵ; `laplace` = −log Z of the Laplace "
+        "approximation; `free_energy` = the reference F by adaptive tempered SMC; `wbic` = "
+        "E_β[n L_n] at β = 1/log n, `rlct` = λ̂ (with its integer multiplicity `m`) from "
+        "five temperatures, and `singular_bic` = n L_n(ŵ) + λ̂ log n − (m − 1) log log n, all "
+        "from the particles of the same tempered run. A criterion whose standard errors "
+        "cannot separate the best models reports a tie.",
         "",
         _markdown_table(evidence_table),
         "",
         f"Selected: {choices}.",
+        "",
+        "How far to trust each criterion here:",
+        "",
+        *[f"- {line}" for line in evidence["assessment"]],
         "",
         figure(text=FIGURES["evidence_data.png"], name="evidence_data.png"),
         figure(text=FIGURES["evidence_comparison.png"], name="evidence_comparison.png"),
@@ -317,8 +322,7 @@ def _report(results: dict) -> str:
 
 
 def _summary(results: dict) -> str:
-    evidence = pd.DataFrame(results["evidence"]["table"])
-    evidence = evidence[[c for c in _EVIDENCE_COLUMNS if c in evidence.columns]]
+    evidence = pd.DataFrame(results["evidence"]["compact"])
     networks = pd.DataFrame(results["llc"])[_LLC_COLUMNS]
     fisher = pd.DataFrame(results["fisher"])
     float_format = "{:.4g}".format
@@ -329,6 +333,7 @@ def _summary(results: dict) -> str:
             evidence.to_string(index=False, float_format=float_format),
             "   selected: " + ", ".join(f"{c} -> {m}" for c, m in
                                         results["evidence"]["choices"].items()),
+            *[f"   - {line}" for line in results["evidence"]["assessment"]],
             "",
             "2. Learning coefficient of trained two-layer networks",
             networks.to_string(index=False, float_format=float_format),

@@ -83,6 +83,22 @@ COMPACT = (("bic", None), ("laplace", None), ("wbic", "wbic_se"),
            ("free_energy", "free_energy_se"), ("rlct", "rlct_se"), ("m", None),
            ("singular_bic", "singular_bic_se"), ("elpd_loo", "elpd_loo_se"),
            ("nested", "nested_se"), ("references_agree", None))
+# Why a criterion can pick another model than the reference F (`ComparisonResult.assessment`).
+CAVEATS = {
+    "bic": "BIC charges (d/2) log n, the penalty of a regular model; singular models (mixtures "
+           "with more components than the data need) cost less than that",
+    "laplace": "the Laplace approximation fits one Gaussian at the MAP: it counts one of the "
+               "K! label-switched modes of a mixture (about log K! too high) and fails where "
+               "the model is singular",
+    "wbic": "WBIC = E_beta[n L_n] at beta = 1/log n matches F only up to O_p(1) (Watanabe "
+            "2013): its differences between models can be off by a few nats",
+    "rlct": "n L_n(ŵ) + λ̂ log n - (m̂ - 1) log log n drops F's O_p(1) terms and carries the "
+            "estimation error of λ̂",
+    "loo": "PSIS-LOO estimates predictive accuracy, not the evidence: it answers another "
+           "question and tends to prefer larger models",
+    "nested": "nested sampling is a second reference: a disagreement with the tempered SMC "
+              "means one of them missed posterior mass",
+}
 # criterion -> (table column, whether lower is better)
 CRITERIA = {
     "bic": ("bic", True),
@@ -137,6 +153,41 @@ class ComparisonResult(Persistable):
                 columns[name] = [f"{v:.5g} ± {e:.2g}" if np.isfinite(v) else ""
                                  for v, e in zip(values, self.table[se], strict=True)]
         return pd.DataFrame(columns, index=self.table.index)
+
+    def assessment(self) -> list[str]:
+        """Plain-language statements: for each criterion, whether it picks what the reference
+        free energy picks, how far its values are from F, and (where it does not agree) why
+        it can be off (`CAVEATS`); first, how far the reference itself can be trusted."""
+        if "free_energy" not in self.choices:
+            return []
+        table, reference = self.table, self.choices["free_energy"]
+        errors = table["free_energy_se"]
+        lines = [
+            f"Reference F (tempered SMC) picks {reference}; standard errors "
+            f"{errors.min():.2g}–{errors.max():.2g} nats"
+            + ("" if not self.warnings else
+               f"; {len(self.warnings)} diagnostic(s) raised, listed below")
+            + "."
+        ]
+        if "references_agree" in table:
+            disagree = [str(name) for name, ok in table["references_agree"].items() if not ok]
+            lines.append(
+                "Nested sampling agrees with it on every model." if not disagree else
+                f"Nested sampling disagrees with it on {', '.join(disagree)}: trust neither "
+                f"reference there."
+            )
+        for criterion, choice in self.choices.items():
+            if criterion == "free_energy":
+                continue
+            column = CRITERIA[criterion][0]
+            agrees = _same_choice(choice, reference)
+            text = f"{criterion} picks {choice}: " + (
+                "the same as the reference F" if agrees else "not what the reference F picks")
+            if criterion != "loo" and column in table:
+                gaps = (table[column] - table["free_energy"]).astype(float)
+                text += f"; its values are {gaps.min():+.3g} to {gaps.max():+.3g} nats from F"
+            lines.append(text + ("." if agrees else f" — {CAVEATS[criterion]}."))
+        return lines
 
     def __repr__(self) -> str:
         choices = ", ".join(f"{criterion}: {name}" for criterion, name in self.choices.items())
@@ -298,6 +349,15 @@ def _check_references(name: str, done: dict, row: dict) -> list[str]:
 def _ordered(methods):
     """rlct before wbic, so that WBIC can reuse the rlct run at beta = 1/log n."""
     return sorted(methods, key=lambda m: (m != "rlct", METHODS.index(m)))
+
+
+def _same_choice(choice: str, reference: str) -> bool:
+    """Whether two `choices` entries pick the same model ("tie: A, B" counts as {A, B}): the
+    sets overlap."""
+    def models(entry):
+        return set(entry.removeprefix("tie: ").split(", "))
+
+    return bool(models(choice) & models(reference))
 
 
 def _choose(table: pd.DataFrame, column: str, lower: bool) -> str:

@@ -82,3 +82,11 @@ def test_compare_on_one_tempered_path():
     assert set(result.results["d=2"]) == {"fit", "bic", "laplace", "wbic", "free_energy",
                                           "rlct", "loo"}
     assert "±" in repr(result)
+    # one statement on the reference, one per other criterion, each from the numbers above
+    statements = result.assessment()
+    assert len(statements) == 1 + len(result.choices) - 1
+    assert statements[0].startswith("Reference F (tempered SMC) picks d=2")
+    for criterion, choice in result.choices.items():
+        if criterion != "free_energy":
+            line = next(s for s in statements if s.startswith(f"{criterion} picks {choice}"))
+            assert ("the same as the reference F" in line) == ("d=2" in choice)
