@@ -66,7 +66,7 @@ def test_label_switching_mixture_wbic_by_the_path_matches_a_long_reference():
     assert not [w for w in caught if "R-hat" in str(w.message)]
     reference = slt.wbic(problem, jax.random.key(1), sampler="nuts", num_chains=16,
                          num_warmup=1000, num_samples=4000, progress=False)
-    # the NUTS chains do switch labels: the order of the two means differs between chains
+    # the NUTS chains do switch labels: the order of the two means changes within chains
     means = reference.inference_data.posterior["means"].values[..., 0]  # (chain, draw, K)
     ordered = np.mean(means[..., 0] < means[..., 1], axis=1)
     print(f"path {path.wbic:.3f} ± {path.std_error:.3f}, NUTS reference "
