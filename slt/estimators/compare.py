@@ -75,6 +75,8 @@ __all__ = ["ComparisonResult", "compare", "DEFAULT_METHODS", "METHODS"]
 METHODS = ("bic", "laplace", "wbic", "free_energy", "rlct", "loo", "nested")
 DEFAULT_METHODS = ("bic", "laplace", "wbic", "free_energy", "rlct", "loo")
 SAMPLERS = ("smc", "nuts")
+# The methods that read the tempered path (with sampler="smc"); without any of them none is run.
+PATH_METHODS = {"wbic", "free_energy", "rlct", "loo"}
 # A criterion separates two models when their difference exceeds this many standard errors of
 # the difference (about 95% two-sided for a normal difference).
 SEPARATION = 2.0
@@ -237,8 +239,9 @@ def compare(
         num_copies = runs, and `nested_sampling`'s settings).
       sampler: "smc" (one tempered path per model: module doc) or "nuts". With "smc",
         `free_energy_options` set the path (particles, copies, moves), `rlct_options` may set
-        `multipliers` and `max_multiplicity`, and the path is run even when "free_energy" is
-        not among the methods.
+        `multipliers` and `max_multiplicity`, and the path is run whenever one of "wbic",
+        "free_energy", "rlct" or "loo" is among the methods (BIC and Laplace need only the
+        fit).
       progress: show a progress bar over models and methods.
 
     Returns:
@@ -282,7 +285,8 @@ def compare(
     }
     runners = _SMC_RUNNERS if sampler == "smc" else _RUNNERS
     order = ("fit", *_ordered(methods))
-    if sampler == "smc":  # the path (the reference F) first: the other methods read it
+    if sampler == "smc" and set(methods) & PATH_METHODS:
+        # the path (the reference F) first: the other methods read it
         options["free_energy"] = {"smc": options["free_energy"], "rlct": options["rlct"]}
         order = ("fit", "free_energy", *(m for m in _ordered(methods) if m != "free_energy"))
     rows, results, messages = {}, {}, []
