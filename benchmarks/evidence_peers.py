@@ -58,8 +58,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks.evidence_old_faithful import REFERENCES as MIXTURE_REFERENCES
+from benchmarks.evidence_old_faithful import old_faithful_mixture
 from slt import models, truth
-from slt.cli.inputs import bundled_path, load_data, parse_model
 from slt.estimators.free_energy import free_energy
 from slt.problem import Problem
 from slt.samplers.tempering import sample_prior, tempered_smc
@@ -72,8 +73,6 @@ RUNNER = HERE / "dynesty_runner.py"
 # dependencies because it needs matplotlib only for plots.
 PINS = {"numpy": "2.4.6", "scipy": "1.17.1", "dynesty": "3.1.0"}
 
-# The reference F of each Old Faithful mixture (module docstring), by number of components.
-MIXTURE_REFERENCES = {1: 429.609, 2: 296.61, 3: 293.38}
 # slt's defaults, which BlackJAX's SMC gets too: particles per copy and copies.
 NUM_PARTICLES = inspect.signature(free_energy).parameters["num_particles"].default
 NUM_COPIES = inspect.signature(free_energy).parameters["num_copies"].default
@@ -134,12 +133,11 @@ def _cases(key) -> list[Case]:
          "prior_precision": 2.0},
     )]
     for k, reference in MIXTURE_REFERENCES.items():
-        choice = parse_model(f"gaussian_mixture({k})")
-        data = load_data(bundled_path("old_faithful.csv"), choice, y_columns="eruptions")
+        problem = old_faithful_mixture(k)
+        data = problem.data
         defaults = inspect.signature(models.gaussian_mixture).parameters
         cases.append(Case(
-            f"Old Faithful mixture K={k}, n={len(data['y'])}", Problem(choice.model, data),
-            reference,
+            f"Old Faithful mixture K={k}, n={len(data['y'])}", problem, reference,
             {"kind": "gaussian_mixture", "y": np.asarray(data["y"]).tolist(),
              "num_components": k,
              "weight_concentration": defaults["weight_concentration"].default,
