@@ -152,6 +152,8 @@ class FreeEnergyResult(Persistable):
                 "beta": (dims, run.betas), "log_evidence": (dims, run.log_evidence_path),
                 "mean_nll": (dims, run.mean_nll), "var_nll": (dims, run.var_nll),
                 "acceptance": (dims, run.acceptance), "step_size": (dims, run.step_size),
+                "num_moves": (dims, run.num_moves),
+                "independence_acceptance": (dims, run.independence_acceptance),
             },
             attrs=attrs,
         )
@@ -248,7 +250,7 @@ def free_energy(
         for `Problem.from_loss`.
       progress: show a progress bar.
       **smc_options: for `tempered_smc` (num_mcmc_steps, max_mcmc_steps,
-        correlation_threshold, num_leapfrog, ...) or, for "nested", `nested_sampling`
+        correlation_threshold, num_leapfrog, kernel="hmc_imh" for independence moves, ...) or, for "nested", `nested_sampling`
         (num_delete, num_inner_steps, termination, jump_probability, ...).
       checkpoint: a file (.npz) where the SMC state (particles, log-likelihoods, each copy's
         beta, log Z and step size, the ladder so far) is saved after every tempering stage. A

@@ -57,6 +57,10 @@ def test_bad_input():
         tempered_smc(problem, jax.random.key(0), num_particles=1)
     with pytest.raises(ValueError, match="num_mcmc_steps"):
         tempered_smc(problem, jax.random.key(0), num_mcmc_steps=0)
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        tempered_smc(problem, jax.random.key(0), kernel="mala")
+    with pytest.raises(ValueError, match="num_particles must be at least 16"):
+        tempered_smc(problem, jax.random.key(0), kernel="hmc_imh", num_particles=10)
     with pytest.raises(ValueError, match="every prior draw"):
         tempered_smc(problem, jax.random.key(0), num_particles=10,
                      prior_sampler=lambda key, num: jnp.full((num, 3), jnp.nan))
