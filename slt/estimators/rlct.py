@@ -56,6 +56,10 @@ __all__ = ["RLCTResult", "rlct", "rlct_from_draws", "DEFAULT_MULTIPLIERS"]
 DEFAULT_MULTIPLIERS = (0.25, 0.5, 1.0, 2.0, 4.0)
 # A standard error above this fraction of lambda_hat earns a warning.
 RELATIVE_SE_WARNING = 0.25
+# lambda_hat is reported outside [0, d/2] when it lies beyond either end by more than this many
+# standard errors: a regular model (lambda = d/2 exactly) would otherwise be flagged for half
+# of all keys.
+RANGE_WARNING_SE = 2.0
 # Multiplicities whose chi-square is within this of the best one are consistent with the data
 # (a difference of 4 is two standard deviations of one extra degree of freedom).
 MULTIPLICITY_CHI2 = 4.0
@@ -253,11 +257,9 @@ def rlct_from_draws(
     log_n = float(np.log(n))
     lam, lam_se, m = best["rlct"], best["std_error"], best["multiplicity"]
     messages = [message for r in results for message in r.warnings]
-    if not 0.0 <= lam <= problem.dim / 2:
-        messages.append(
-            f"lambda_hat = {lam:.3g} ± {lam_se:.2g} lies outside [0, d/2 = {problem.dim / 2}]: "
-            f"the temperatures or the draws are inadequate"
-        )
+    outside = range_warning(lam, lam_se, problem.dim)
+    if outside:
+        messages.append(outside)
     if lam_se > RELATIVE_SE_WARNING * abs(lam):
         messages.append(
             f"the standard error of lambda_hat ({lam_se:.2g}) exceeds "
@@ -327,3 +329,14 @@ def _best_fit(betas, means, errors, per_chain, n, max_multiplicity) -> dict:
     consistent = [f["multiplicity"] for f in same_window if f["chi2"] <= lowest + MULTIPLICITY_CHI2]
     best["multiplicity_interval"] = (min(consistent), max(consistent))
     return best
+
+
+def range_warning(rlct: float, std_error: float, dim: int) -> str | None:
+    """A warning when lambda_hat is outside [0, d/2] by more than `RANGE_WARNING_SE` se."""
+    margin = RANGE_WARNING_SE * std_error
+    if -margin <= rlct <= dim / 2 + margin:
+        return None
+    return (
+        f"lambda_hat = {rlct:.3g} ± {std_error:.2g} lies outside [0, d/2 = {dim / 2}] by more "
+        f"than {RANGE_WARNING_SE:g} standard errors: the temperatures or the draws are inadequate"
+    )

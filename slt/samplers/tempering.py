@@ -296,16 +296,16 @@ def _stage_fn(config: _Config) -> Callable:
 
     def move(key, position, loglik, beta, step_size):
         """Sweeps over all particles until their log-likelihoods decorrelate (module doc)."""
-        fit_key, key = jax.random.split(key)
         factor = whitening_factor(position)
-        if jumps:
+        if jumps:  # (keys are split only here, so that "hmc" draws what it always drew)
+            fit_key, key = jax.random.split(key)
             mixtures = fit_cross_mixtures(fit_key, position, config.num_components)
 
         def sweep(key, position, loglik):
             """Independence moves (with "hmc_imh"), then one HMC transition per particle."""
-            jump_key, hmc_key = jax.random.split(key)
             jump_rate = jnp.full((), jnp.nan, position.dtype)
             if jumps:
+                jump_key, key = jax.random.split(key)
                 rates = []
                 for index in range(INDEPENDENCE_MOVES_PER_SWEEP):
                     position, loglik, rate = cross_fitted_independence_sweep(
@@ -316,7 +316,7 @@ def _stage_fn(config: _Config) -> Callable:
                 jump_rate = sum(rates) / len(rates)
             position, loglik, acceptance = jax.vmap(
                 hmc_step, in_axes=(0, 0, None, None, None)
-            )(jax.random.split(hmc_key, size), position, beta, step_size, factor)
+            )(jax.random.split(key, size), position, beta, step_size, factor)
             return position, loglik, acceptance.mean(), jump_rate
 
         def unfinished(carry):

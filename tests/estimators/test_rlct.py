@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from slt.estimators import rlct
-from slt.estimators.rlct import _regression
+from slt.estimators.rlct import _regression, range_warning
 
 from .evidence_cases import conjugate_regression, product_model, regression_fit
 
@@ -61,3 +61,12 @@ def test_bad_input():
         rlct(problem, jax.random.key(0), multipliers=(1.0, 2.0))
     with pytest.raises(ValueError, match="n beta > e"):
         rlct(problem, jax.random.key(0), betas=(0.001, 0.1, 1.0))
+
+
+def test_out_of_range_warning_needs_more_than_two_standard_errors():
+    """lambda = d/2 exactly is right at the edge: an estimate 1.2 se above it (as the tempered
+    path gave on conjugate regression) is no evidence of bad draws; 4.5 se above it is."""
+    assert range_warning(1.522, 0.019, 3) is None
+    assert range_warning(-0.03, 0.02, 3) is None
+    assert "outside [0, d/2 = 2.5]" in range_warning(2.59, 0.02, 5)
+    assert "outside" in range_warning(-0.1, 0.02, 5)
