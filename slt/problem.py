@@ -226,6 +226,7 @@ class Problem:
         64-bit JAX is on and the model holds float64 constants; float64 parameters give
         float64 values from float32 data, as Laplace and the geometry need).
         """
+        self._check_params(params)
         if self.model is None:
             value = -self._nll_fn(params, batch)
         else:
@@ -235,6 +236,7 @@ class Problem:
     def log_prior(self, params: Params) -> jax.Array:
         """log prior density of the unconstrained parameters, log-Jacobian included (in the
         float dtype of `params`, as `loglik`)."""
+        self._check_params(params)
         if self.model is None:
             if self._log_prior_fn is None:
                 return jnp.zeros((), _float_dtype(params))
@@ -302,6 +304,35 @@ class Problem:
             f"Problem({source}, n={self.n}, dim={self.dim}, "
             f"sites={list(self.site_names)}, dtype={self.dtype})"
         )
+
+    def _check_params(self, params: Params) -> None:
+        """Raise InputError unless every parameter has the shape of its site.
+
+        NumPyro would broadcast a misshapen value silently: w of shape (2, 1) where the site is
+        (2,) turns n per-example terms into n x n, and L_n comes out 300 log 2 instead of log 2.
+        Shapes are static, so under `jit` this check costs nothing at run time (under `vmap`
+        each parameter has its unbatched shape).
+        """
+        if self.model is None:
+            expected = jax.tree_util.tree_structure(self._template)
+            if jax.tree_util.tree_structure(params) != expected:
+                raise InputError(
+                    f"params must have the structure of the trained parameters, {expected}; "
+                    f"got {jax.tree_util.tree_structure(params)}"
+                )
+            pairs = zip(self.site_names, jax.tree_util.tree_leaves(params),
+                        jax.tree_util.tree_leaves(self._template), strict=True)
+        else:
+            if not isinstance(params, Mapping):
+                raise InputError(f"params must be a dict of the sites {list(self.site_names)}")
+            pairs = ((name, params[name], self._template[name])
+                     for name in self.site_names if name in params)
+        for name, value, template in pairs:
+            if jnp.shape(value) != template.shape:
+                raise InputError(
+                    f"parameter {name!r} has shape {jnp.shape(value)}; the model's site has "
+                    f"shape {template.shape} (unconstrained)"
+                )
 
     # ------------------------------------------------------------------ NumPyro plumbing
 

@@ -8,6 +8,7 @@ from numpyro.infer.util import potential_energy
 from scipy.stats import norm
 
 from slt import Problem, models
+from slt.validation import InputError
 
 
 def _regression_data(key, n=30):
@@ -279,3 +280,29 @@ def test_x64_option():
     data = {"x": np.ones(3), "y": np.ones(3)}
     assert Problem(simple_model, data, x64=True).data["x"].dtype == jnp.float64
     assert Problem(simple_model, data, x64=False).data["x"].dtype == jnp.float32
+
+
+def test_a_misshapen_parameter_is_refused_not_broadcast():
+    """w of shape (2, 1) for a site of shape (2,) would broadcast the n per-example terms to
+    n x n (L_n = 300 log 2 instead of log 2); it gets an error naming the site and shapes."""
+    spec = models.linear_regression(2)
+    data = spec.simulate(jax.random.key(0), {"w": jnp.array([0.5, -0.3])}, 300)
+    problem = Problem(spec.model, data)
+    good = {"w": jnp.zeros(2)}
+    assert np.isfinite(float(problem.loss(good)))
+    for method in (problem.loss, problem.log_joint, problem.log_prior):
+        with pytest.raises(InputError, match=r"'w' has shape \(2, 1\); .* shape \(2,\)"):
+            method({"w": jnp.zeros((2, 1))})
+    # under vmap each draw has the site's own shape
+    batch = jax.vmap(problem.loss)({"w": jnp.zeros((5, 2))})
+    assert batch.shape == (5,)
+
+    def nll(params, batch):
+        return 0.5 * (batch["y"] - batch["x"] @ params["w"] - params["b"]) ** 2
+
+    from_loss = Problem.from_loss(nll, {"w": jnp.zeros(2), "b": jnp.zeros(())}, data)
+    message = r"\['b'\]\" has shape \(1,\); the model's site has shape \(\)"
+    with pytest.raises(InputError, match=message):
+        from_loss.loss({"w": jnp.zeros(2), "b": jnp.zeros(1)})
+    with pytest.raises(InputError, match="structure of the trained parameters"):
+        from_loss.loss({"w": jnp.zeros(2)})

@@ -250,8 +250,9 @@ def free_energy(
         for `Problem.from_loss`.
       progress: show a progress bar.
       **smc_options: for `tempered_smc` (num_mcmc_steps, max_mcmc_steps,
-        correlation_threshold, num_leapfrog, kernel="hmc_imh" for independence moves, ...) or, for "nested", `nested_sampling`
-        (num_delete, num_inner_steps, termination, jump_probability, ...).
+        correlation_threshold, num_leapfrog, kernel="hmc_imh" for independence moves, ...)
+        or, for "nested", `nested_sampling` (num_delete, num_inner_steps, termination,
+        jump_probability, ...).
       checkpoint: a file (.npz) where the SMC state (particles, log-likelihoods, each copy's
         beta, log Z and step size, the ladder so far) is saved after every tempering stage. A
         run stopped by Ctrl-C / SIGTERM (which raise `Interrupted` after saving) or killed

@@ -40,7 +40,8 @@ def test_density_matches_scipy_and_draws_have_the_mixture_moments():
                                scipy_log_density(points), rtol=1e-10)
     draws = np.asarray(sample_mixture(jax.random.key(0), mixture, 40000))
     mean = WEIGHTS @ MEANS
-    second = sum(w * (c + np.outer(m, m)) for w, m, c in zip(WEIGHTS, MEANS, COVARIANCES))
+    second = sum(w * (c + np.outer(m, m))
+                 for w, m, c in zip(WEIGHTS, MEANS, COVARIANCES, strict=True))
     covariance = second - np.outer(mean, mean)
     se = np.sqrt(np.diag(covariance) / draws.shape[0])
     assert np.all(np.abs(draws.mean(0) - mean) < 4 * se)
