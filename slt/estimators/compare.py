@@ -14,6 +14,11 @@ scale F = -log Z ≈ n L_n(w0) + lambda log n, so the columns are directly compa
     elpd_loo       PSIS-LOO (ArviZ) on posterior draws: a predictive check, not a free energy
     nested         a second reference F, nested sampling (± se; opt in: methods=(..., "nested"),
                    needs BlackJAX)
+    sbic           -sBIC (Drton & Plummer's singular BIC) of a nested family, from the MAP
+                   log-likelihoods of every model together (opt in: methods=(..., "sbic") and
+                   `sbic_family`, e.g. `functools.partial(slt.sbic_gaussian_mixtures, dim=1)`
+                   for gaussian_mixture(K), K = 1, 2, ... given smallest first); its posterior
+                   model probabilities in `sbic_posterior`
 
 **One tempered path** (`sampler="smc"`, the default). One adaptive tempered SMC run per model,
 its ladder forced through beta = 1/log n and the temperatures of lambda_hat, gives the
@@ -43,7 +48,7 @@ relabelling; Laplace counts one mode (pass `laplace_options={"num_modes": ...}` 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import arviz as az
@@ -56,6 +61,7 @@ from slt.estimators.bic import bic
 from slt.estimators.free_energy import DISAGREEMENT_SE, disagreement, free_energy
 from slt.estimators.laplace import laplace
 from slt.estimators.rlct import DEFAULT_MULTIPLIERS, rlct, rlct_from_draws, temperatures
+from slt.estimators.sbic import SBICResult
 from slt.estimators.wbic import (
     draws_inference_data,
     smc_draws,
@@ -68,11 +74,17 @@ from slt.fit import fit_map
 from slt.problem import Problem
 from slt.results import Persistable
 from slt.samplers.nuts import pointwise_loglik_of_draws
-from slt.validation import InputError, require_instance, require_key, require_problem
+from slt.validation import (
+    InputError,
+    require_callable,
+    require_instance,
+    require_key,
+    require_problem,
+)
 
 __all__ = ["ComparisonResult", "compare", "DEFAULT_METHODS", "METHODS"]
 
-METHODS = ("bic", "laplace", "wbic", "free_energy", "rlct", "loo", "nested")
+METHODS = ("bic", "laplace", "wbic", "free_energy", "rlct", "loo", "nested", "sbic")
 DEFAULT_METHODS = ("bic", "laplace", "wbic", "free_energy", "rlct", "loo")
 SAMPLERS = ("smc", "nuts")
 # The methods that read the tempered path (with sampler="smc"); without any of them none is run.
@@ -84,7 +96,7 @@ SEPARATION = 2.0
 COMPACT = (("bic", None), ("laplace", None), ("wbic", "wbic_se"),
            ("free_energy", "free_energy_se"), ("rlct", "rlct_se"), ("m", None),
            ("singular_bic", "singular_bic_se"), ("elpd_loo", "elpd_loo_se"),
-           ("nested", "nested_se"), ("references_agree", None))
+           ("nested", "nested_se"), ("references_agree", None), ("sbic", None))
 # Why a criterion can pick another model than the reference F (`ComparisonResult.assessment`).
 CAVEATS = {
     "bic": "BIC charges (d/2) log n, the penalty of a regular model; singular models (mixtures "
@@ -100,6 +112,9 @@ CAVEATS = {
            "question and tends to prefer larger models",
     "nested": "nested sampling is a second reference: a disagreement with the tempered SMC "
               "means one of them missed posterior mass",
+    "sbic": "sBIC charges each model the learning coefficients of its family's table (upper "
+            "bounds for Gaussian mixtures), averaged over the smaller models the data may come "
+            "from: an asymptotic approximation, like BIC, with F's O_p(1) terms dropped",
 }
 # criterion -> (table column, whether lower is better)
 CRITERIA = {
@@ -110,6 +125,7 @@ CRITERIA = {
     "rlct": ("singular_bic", True),
     "loo": ("elpd_loo", False),
     "nested": ("nested", True),
+    "sbic": ("sbic", True),
 }
 
 
@@ -218,6 +234,7 @@ def compare(
     rlct_options: Mapping | None = None,
     loo_options: Mapping | None = None,
     nested_options: Mapping | None = None,
+    sbic_family: Callable | None = None,
     sampler: str = "smc",
     progress: bool = True,
 ) -> ComparisonResult:
@@ -237,6 +254,11 @@ def compare(
         (`num_chains`, `num_warmup`, `num_samples`, and NUTS settings).
       nested_options: for `slt.free_energy(method="nested")` (num_particles = live points,
         num_copies = runs, and `nested_sampling`'s settings).
+      sbic_family: for "sbic": `(log_likelihoods, n) -> SBICResult`, given the MAP
+        log-likelihoods of the models in the order of `problems` (which must then be a nested
+        family, smallest first): `functools.partial(slt.sbic_gaussian_mixtures, dim=D)`,
+        `functools.partial(slt.sbic_reduced_rank, M=..., N=...)`, or for a family of one's
+        own `lambda ll, n: slt.sbic(ll, n, learning_coefficients)`.
       sampler: "smc" (one tempered path per model: module doc) or "nuts". With "smc",
         `free_energy_options` set the path (particles, copies, moves), `rlct_options` may set
         `multipliers` and `max_multiplicity`, and the path is run whenever one of "wbic",
@@ -275,6 +297,8 @@ def compare(
             f"{sizes}; free energies of different data sets are not comparable"
         )
     require_key(key)
+    if "sbic" in methods:
+        require_callable("sbic_family (needed by the 'sbic' method)", sbic_family)
     if sampler not in SAMPLERS:
         raise ValueError(f"unknown sampler {sampler!r}; available: {', '.join(SAMPLERS)}")
     options = {
@@ -284,11 +308,12 @@ def compare(
         "nested": dict(nested_options or {}),
     }
     runners = _SMC_RUNNERS if sampler == "smc" else _RUNNERS
-    order = ("fit", *_ordered(methods))
+    per_model = [method for method in methods if method != "sbic"]
+    order = ("fit", *_ordered(per_model))
     if sampler == "smc" and set(methods) & PATH_METHODS:
         # the path (the reference F) first: the other methods read it
         options["free_energy"] = {"smc": options["free_energy"], "rlct": options["rlct"]}
-        order = ("fit", "free_energy", *(m for m in _ordered(methods) if m != "free_energy"))
+        order = ("fit", "free_energy", *(m for m in _ordered(per_model) if m != "free_energy"))
     rows, results, messages = {}, {}, []
     steps = [(name, method) for name in problems for method in order]
     with tqdm(total=len(steps), desc="compare", disable=not progress) as bar:
@@ -310,6 +335,8 @@ def compare(
                 bar.update(1)
             messages += _check_references(name, results[name], row)
             rows[name] = row
+    if "sbic" in methods:
+        messages += _add_sbic(sbic_family, problems, results, rows)
     table = pd.DataFrame.from_dict(rows, orient="index")
     table = table[[column for column in _COLUMN_ORDER if column in table.columns]]
     choices = {
@@ -348,6 +375,23 @@ def _check_references(name: str, done: dict, row: dict) -> list[str]:
     )
     warnings.warn(f"{name}: {message}", stacklevel=3)
     return [f"{name}: {message}"]
+
+
+def _add_sbic(sbic_family: Callable, problems: Mapping, results: dict, rows: dict) -> list[str]:
+    """sBIC of the family from the models' MAP log-likelihoods, in `problems`' order: the
+    `sbic` and `sbic_posterior` columns, the result under every model's "sbic"; its warnings."""
+    names = list(problems)
+    log_likelihoods = [results[name]["fit"].loglik for name in names]
+    result = sbic_family(log_likelihoods, next(iter(problems.values())).n)
+    if not isinstance(result, SBICResult) or len(result.free_energy) != len(names):
+        raise InputError(
+            f"sbic_family must return an SBICResult for the {len(names)} models; got {result!r}"
+        )
+    for index, name in enumerate(names):
+        results[name]["sbic"] = result
+        rows[name]["sbic"] = float(result.free_energy[index])
+        rows[name]["sbic_posterior"] = float(result.posterior[index])
+    return [f"sbic: {message}" for message in result.warnings]
 
 
 def _ordered(methods):
@@ -479,7 +523,8 @@ _SMC_RUNNERS = _RUNNERS | {
 _COLUMN_ORDER = (
     "d", "n", "source", "nll_hat", "bic", "laplace", "laplace_singular", "wbic", "wbic_se",
     "free_energy", "free_energy_se", "rlct", "rlct_se", "m", "singular_bic", "singular_bic_se",
-    "elpd_loo", "elpd_loo_se", "nested", "nested_se", "references_agree",
+    "elpd_loo", "elpd_loo_se", "nested", "nested_se", "references_agree", "sbic",
+    "sbic_posterior",
 )
 
 _COLUMNS = {

@@ -1,5 +1,8 @@
 """compare(): the table, the choices, the plot; and the issue's two model-selection experiments."""
 
+import dataclasses
+import functools
+
 import jax
 import matplotlib
 import numpy as np
@@ -7,6 +10,9 @@ import pytest
 
 from slt import models, truth
 from slt.estimators import compare
+from slt.estimators.compare import CAVEATS
+from slt.estimators.sbic import sbic_gaussian_mixtures
+from slt.results import load
 
 from .evidence_cases import conjugate_regression
 
@@ -90,3 +96,37 @@ def test_compare_on_one_tempered_path():
         if criterion != "free_energy":
             line = next(s for s in statements if s.startswith(f"{criterion} picks {choice}"))
             assert ("the same as the reference F" in line) == ("d=2" in choice)
+
+
+def test_sbic_column_from_the_fits_of_a_nested_mixture_family(tmp_path):
+    """methods=(..., "sbic") with the family's table: the column is exactly
+    `sbic_gaussian_mixtures` of the MAP log-likelihoods, its choice the lowest -sBIC, and the
+    result saves and loads."""
+    spec = models.gaussian_mixture(2)
+    truth_values = {"weights": np.array([0.4, 0.6]), "means": np.array([[-2.0], [2.0]]),
+                    "scales": np.array([[0.7], [0.7]])}
+    data = spec.simulate(jax.random.key(3), truth_values, 200)
+    problems = {f"K={k}": models.gaussian_mixture(k).problem(data) for k in (1, 2, 3)}
+    family = functools.partial(sbic_gaussian_mixtures, dim=1)
+    result = compare(problems, jax.random.key(0), methods=("bic", "sbic"), sbic_family=family,
+                     progress=False)
+    fits = [result.results[name]["fit"].loglik for name in problems]
+    expected = sbic_gaussian_mixtures(fits, 200, dim=1)
+    np.testing.assert_allclose(result.table["sbic"], expected.free_energy, rtol=1e-12)
+    np.testing.assert_allclose(result.table["sbic_posterior"], expected.posterior, rtol=1e-12)
+    assert result.choices["sbic"] == expected.selected == "K=2"
+    # beside a reference F, the assessment says whether sBIC agrees and, if not, why
+    table = result.table.assign(free_energy=result.table["sbic"] + [0.0, 5.0, -5.0],
+                                free_energy_se=0.1)
+    with_reference = dataclasses.replace(
+        result, table=table, choices={"free_energy": "K=3", **result.choices})
+    sbic_line = [line for line in with_reference.assessment() if line.startswith("sbic")]
+    assert sbic_line == [f"sbic picks K=2: not what the reference F picks; its values are "
+                         f"-5 to +5 nats from F — {CAVEATS['sbic']}."]
+    again = load(result.save(tmp_path / "sbic.nc"))
+    np.testing.assert_allclose(again.table["sbic"], result.table["sbic"])
+    with pytest.raises(ValueError, match="sbic_family"):
+        compare(problems, jax.random.key(0), methods=("bic", "sbic"), progress=False)
+    with pytest.raises(ValueError, match="SBICResult for the 3 models"):
+        compare(problems, jax.random.key(0), methods=("sbic",), progress=False,
+                sbic_family=lambda ll, n: sbic_gaussian_mixtures(ll[:2], n))
