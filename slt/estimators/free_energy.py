@@ -250,7 +250,7 @@ def free_energy(
         for `Problem.from_loss`.
       progress: show a progress bar.
       **smc_options: for `tempered_smc` (num_mcmc_steps, max_mcmc_steps,
-        correlation_threshold, num_leapfrog, kernel="hmc_imh" for independence moves, ...)
+        correlation_threshold, num_leapfrog, kernel="hmc" for HMC moves alone, ...)
         or, for "nested", `nested_sampling` (num_delete, num_inner_steps, termination,
         jump_probability, ...).
       checkpoint: a file (.npz) where the SMC state (particles, log-likelihoods, each copy's

@@ -27,28 +27,26 @@ F = 296.61): with 2 fixed moves of 5 leapfrog steps F came out 297.46–297.87 (
 0.2, at most 20) 296.75 ± 0.06 and 296.73 ± 0.09, about 10 moves per stage on average.
 On unimodal posteriors l(w) decorrelates in 2–3 moves, so they pay little.
 
-**Independence moves** (`kernel="hmc_imh"`, opt-in). HMC follows gradients and does not
-cross between separated modes (a mixture's label-switched copies, or its non-equivalent
-configurations: one component covering both clusters against one each). With "hmc_imh" each
-sweep first gives every particle three independent Metropolis–Hastings proposals from a
-Gaussian mixture fitted by EM to the particles (`slt.samplers.mixture_proposal`), which can
-carry it to any mode the cloud has found in one step, and then one HMC transition. The mixture
-a particle uses is fitted to the *other* half of the particles at the start of the stage:
-fitted to all of them, including the particle itself, the move is not invariant for the target
-(measured, on a Gaussian likelihood with exact evidence: log Z 0.16 nats too high;
-cross-fitted, 0.03). Measured (4 copies x 500 particles, float32 unless noted):
+**Independence moves** (`kernel="hmc_imh"`, the default up to d = 16). HMC follows
+gradients and does not cross between separated modes (a mixture's label-switched copies, or its
+non-equivalent configurations: one component covering both clusters against one each). With
+"hmc_imh" each sweep first gives every particle three independent Metropolis–Hastings
+proposals from a Gaussian mixture fitted by EM to the particles
+(`slt.samplers.mixture_proposal`), which can carry it to any mode the cloud has found in one
+step, and then one HMC transition; a stage takes at least 4 sweeps. The mixture a particle
+uses is fitted to the *other* half of the particles at the start of the stage: fitted to all
+of them, including the particle itself, the move is not invariant for the target (measured,
+on a Gaussian likelihood with exact evidence: log Z 0.16 nats too high; cross-fitted, 0.03).
+Measured (4 copies x 500 particles; benchmarks/RESULTS.md, "Independence moves"):
 
-- Old Faithful K = 2 (d = 5), F - reference over keys 0-4: HMC +0.11 on average (at most
-  +0.16) in 10.5 sweeps a stage; one independence move per sweep +0.075 (at most +0.20) in 4.0
-  sweeps, half the time; three (the setting), keys 0-2: +0.04, -0.01, +0.10 in 2.7 sweeps.
-- Old Faithful K = 3 (d = 8), keys 0-2: +0.13, -0.02, +0.10 in 9.3 sweeps a stage (HMC: +0.07
-  to +0.21 in 12): the bias that remains there is not from modes HMC cannot reach.
-- Conjugate regression (d = 3, float64, exact log Z), six keys: mean error -0.002 +- 0.018
-  (HMC: +0.006 +- 0.010), but the spread over keys is 1.8x that of HMC, in 2 sweeps a stage
-  instead of 3.4; one key of six was 6 of its own (4-copy) standard errors off.
-
-So it is not the default: it crosses modes and is cheaper on the mixture, but noisier per
-copy on a unimodal posterior, where the stopping rule is met after the minimum two sweeps.
+- Old Faithful K = 2 (d = 5), F - reference over keys 0-4: HMC alone +0.11 on average (at
+  most +0.16) in 10.5 sweeps a stage; with independence moves (at least 2 sweeps) +0.036 (at
+  most +0.103) in 2.7 sweeps, a third of the time.
+- Old Faithful K = 3 (d = 8), keys 0-4: +0.068 on average (at most +0.126) in 9.1 sweeps a
+  stage; HMC alone +0.12 (at most +0.21) in 12.4.
+- Conjugate regression (d = 3, float64, exact log Z), six keys: spread of log Z over keys
+  0.044 with at least 2 sweeps (1.8x HMC's 0.025; one key 6 of its own 4-copy standard
+  errors off), 0.017 with at least 4, the default.
 
 The particles start as exact draws from the prior (beta = 0 needs no MCMC). Because the ladder is
 set by the ESS, not by a fixed schedule, a diffuse prior costs only more stages: the first
@@ -118,7 +116,17 @@ __all__ = ["SMCRun", "sample_prior", "tempered_smc"]
 # Bisection steps for the next inverse temperature: 2^-100 of the remaining interval resolves
 # increments down to 1e-30, below any first step from a diffuse prior.
 _BISECTION_STEPS = 100
-KERNELS = ("hmc", "hmc_imh")
+KERNELS = ("auto", "hmc", "hmc_imh")
+# "auto" adds independence moves up to this many parameters. Above it a mixture fitted to N / 2
+# particles cannot pin down d-dimensional covariances (d (d + 1) / 2 numbers for each of 8
+# components), its proposals are rarely accepted, and the EM fit, O(N M d^2) per iteration,
+# costs more than it brings.
+INDEPENDENCE_MAX_DIM = 16
+# The fewest sweeps a stage takes: with independence moves the log-likelihoods decorrelate
+# within the first two sweeps even where the rest of the cloud has not re-equilibrated;
+# measured on conjugate regression (6 keys), the per-copy spread of log Z was 1.8x HMC's with
+# at least 2 sweeps and 0.7x with at least 4.
+MIN_SWEEPS = {"hmc": 2, "hmc_imh": 4}
 # Independence moves per sweep, before its HMC transition. Each costs two evaluations of the
 # log-likelihood per particle against the 10 gradients of an HMC transition. Measured on the
 # Old Faithful mixture K = 2 (keys 0-2): with 1, F came out -0.02, +0.05, +0.20 from the
@@ -413,7 +421,7 @@ def tempered_smc(
     num_particles: int = 500,
     num_copies: int = 4,
     target_ess: float = 0.95,
-    num_mcmc_steps: int = 2,
+    num_mcmc_steps: int | None = None,
     max_mcmc_steps: int = 20,
     correlation_threshold: float = 0.2,
     num_leapfrog: int = 10,
@@ -424,7 +432,7 @@ def tempered_smc(
     max_stages: int = 5000,
     progress: bool = True,
     checkpoint: str | os.PathLike | None = None,
-    kernel: str = "hmc",
+    kernel: str = "auto",
     num_components: int = 8,
 ) -> SMCRun:
     """Run `num_copies` independent adaptive tempered SMC samplers from prior to posterior.
@@ -436,7 +444,8 @@ def tempered_smc(
       num_copies: independent copies (their spread is the standard error of log Z).
       target_ess: ESS fraction kept between successive temperatures (0.9–0.95, DESIGN.md).
       num_mcmc_steps, max_mcmc_steps, correlation_threshold: each stage moves every particle
-        with at least `num_mcmc_steps` and at most `max_mcmc_steps` HMC transitions, stopping
+        with at least `num_mcmc_steps` (default: 2 with "hmc", 4 with "hmc_imh") and at most
+        `max_mcmc_steps` sweeps, stopping
         once the correlation across particles between their log-likelihoods before and after
         the moves is at most `correlation_threshold` (module doc: "Moves").
       num_leapfrog: leapfrog steps per HMC transition.
@@ -448,11 +457,11 @@ def tempered_smc(
         doc); the particles' n L_n there is returned in `waypoint_nll`.
       max_stages: stop with an error after this many stages.
       progress: show the smallest beta reached as a progress bar.
-      kernel: the moves (module doc, "Moves" and "Independence moves"): "hmc" (default), or
+      kernel: the moves (module doc, "Moves" and "Independence moves"): "hmc", or
         "hmc_imh": each sweep first makes independence moves from a Gaussian mixture fitted to
-        the other half of the particles, then one HMC transition. For d up to ~16: the EM
-        fit costs O(N M d^2) per iteration, and 250 points cannot pin down many
-        d-dimensional covariances.
+        the other half of the particles, then one HMC transition; "auto" (default):
+        "hmc_imh" for d <= 16 with at least 8 particles per component in each half, else
+        "hmc".
       num_components: mixture components of the independence proposal.
       checkpoint: a file to save progress to after every stage and resume from (module doc,
         `slt.samplers.checkpoint`); None: no checkpoint. The fingerprint holds the settings
@@ -476,7 +485,9 @@ def tempered_smc(
         initial_step_size=initial_step_size, target_acceptance=target_acceptance,
         max_stages=max_stages, num_components=num_components,
     )
-    _check_kernel(kernel, int(num_particles), int(num_components))
+    kernel = _resolve_kernel(kernel, problem.dim, int(num_particles), int(num_components))
+    if num_mcmc_steps is None:
+        num_mcmc_steps = MIN_SWEEPS[kernel]
     config = _Config(
         problem, int(num_particles), int(num_copies), float(target_ess), int(num_mcmc_steps),
         max(int(max_mcmc_steps), int(num_mcmc_steps)), float(correlation_threshold),
@@ -574,15 +585,21 @@ def _waypoints(values) -> tuple[float, ...]:
     return tuple(float(v) for v in values)
 
 
-def _check_kernel(kernel: str, num_particles: int, num_components: int) -> None:
-    """Raise InputError for an unknown kernel or too few particles for the mixture fits."""
+def _resolve_kernel(kernel: str, dim: int, num_particles: int, num_components: int) -> str:
+    """The kernel to run: "auto" -> "hmc_imh" for d <= `INDEPENDENCE_MAX_DIM` with at least 8
+    particles per component in each half, else "hmc". Raise InputError for an unknown kernel
+    or too few particles for "hmc_imh"'s mixture fits."""
     if kernel not in KERNELS:
         raise InputError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
+    if kernel == "auto":
+        enough = num_particles // 2 >= 8 * num_components
+        return "hmc_imh" if dim <= INDEPENDENCE_MAX_DIM and enough else "hmc"
     if kernel == "hmc_imh" and num_particles // 2 < num_components:
         raise InputError(
             f"kernel='hmc_imh' fits {num_components} components to each half of the particles: "
             f"num_particles must be at least {2 * num_components}, got {num_particles}"
         )
+    return kernel
 
 
 def _validate(problem, key, prior_sampler, **settings):
@@ -595,7 +612,8 @@ def _validate(problem, key, prior_sampler, **settings):
     minima = {"num_particles": 2, "num_copies": 1, "num_mcmc_steps": 1, "max_mcmc_steps": 1,
               "num_leapfrog": 1, "max_stages": 1, "num_components": 1}
     for name, minimum in minima.items():
-        require_int(name, settings[name], minimum=minimum)
+        if settings[name] is not None or name != "num_mcmc_steps":  # None: the kernel's default
+            require_int(name, settings[name], minimum=minimum)
     require_in_interval("target_ess", settings["target_ess"], 0.0, 1.0)
     require_in_interval("target_acceptance", settings["target_acceptance"], 0.0, 1.0)
     require_in_interval("correlation_threshold", settings["correlation_threshold"], 0.0, 1.0)
