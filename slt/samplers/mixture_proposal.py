@@ -16,8 +16,6 @@ Conventions:
   with the whole cloud's covariance divided by num_components^(2/d) (so that together they
   cover about the cloud's volume), and equal weights.
 - A component that no point responds to keeps its previous parameters (no division by zero).
-- `inflation` > 1 widens every fitted covariance by that factor: an independence proposal
-  must not be lighter-tailed than its target.
 """
 
 from __future__ import annotations
@@ -57,7 +55,6 @@ class GaussianMixture(NamedTuple):
 def _component_log_densities(points, mixture: GaussianMixture):
     """log N(w_j; mu_m, Sigma_m) for every point and component, shape (N, M)."""
     dim = points.shape[-1]
-
     residual = jnp.einsum("mij,mnj->nmi", mixture.inverse_cholesky,
                           points[None, :, :] - mixture.means[:, None, :])
     log_det = -jnp.sum(jnp.log(jnp.diagonal(mixture.inverse_cholesky, axis1=1, axis2=2)), axis=1)
@@ -80,7 +77,7 @@ def sample_mixture(key, mixture: GaussianMixture, num: int):
 
 def fit_gaussian_mixture(
     key, points, whitening, *, num_components: int, num_iterations: int = 30,
-    ridge: float = 1e-4, inflation: float = 1.0,
+    ridge: float = 1e-4,
 ) -> GaussianMixture:
     """Fit q to the rows of `points` (N, d) by EM (module doc); `whitening` is L, L L^T = Cov."""
     size, dim = points.shape
@@ -126,9 +123,8 @@ def fit_gaussian_mixture(
     return GaussianMixture(
         log_weights=fitted.log_weights - logsumexp(fitted.log_weights),
         means=points.mean(0) + fitted.means @ whitening.T,
-        cholesky=jnp.sqrt(inflation) * jnp.einsum("ij,mjk->mik", whitening, fitted.cholesky),
-        inverse_cholesky=jnp.einsum("mij,jk->mik", fitted.inverse_cholesky, whitening_inverse)
-        / jnp.sqrt(inflation),
+        cholesky=jnp.einsum("ij,mjk->mik", whitening, fitted.cholesky),
+        inverse_cholesky=jnp.einsum("mij,jk->mik", fitted.inverse_cholesky, whitening_inverse),
     )
 
 
