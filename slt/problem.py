@@ -22,7 +22,7 @@ any index slice of the data along that axis.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -81,6 +81,12 @@ class Problem:
         float64 (64-bit JAX must be enabled); False stores them as float32, so that samplers
         run in float32 even when 64-bit JAX is on (geometry and Laplace still compute in
         float64).
+      exchangeable: latent sites whose leading axis indexes K interchangeable components
+        (a mixture's weights, means and scales): permuting that axis of all of them together
+        leaves likelihood and prior unchanged, so the posterior has K! label-switched copies.
+        Declaring them lets the reference free energy cover every copy
+        (`slt.samplers.importance`); the first site's first coordinate orders the labels.
+        Default: none.
 
     Raises:
       InputError (a ValueError, `slt.validation`): data not a dict of finite real arrays
@@ -91,6 +97,7 @@ class Problem:
     Attributes:
       n: number of examples. dim: number of unconstrained parameters (after constraints: a
       K-simplex counts K - 1). data: the validated data. site_names: latent site names.
+      exchangeable: the declared exchangeable sites (() for none, and for `from_loss`).
 
     Example:
       >>> problem = Problem(model, {"x": x, "y": y})
@@ -105,6 +112,7 @@ class Problem:
         *,
         model_kwargs: Mapping[str, Any] | None = None,
         x64: bool | None = None,
+        exchangeable: Sequence[str] = (),
     ) -> None:
         arrays, n = _validate_data(data, x64)
         model_kwargs = dict(model_kwargs or {})
@@ -127,6 +135,7 @@ class Problem:
         self._setup(template, arrays, n, x64)
         self.site_names = tuple(latent)
         self.observed_site_names = tuple(observed)
+        self.exchangeable = _exchangeable_sites(exchangeable, prior_trace, latent)
         self._example_plates = {name: _example_plate(prior_trace[name], n) for name in observed}
         self._check_initial_point()
 
@@ -192,6 +201,7 @@ class Problem:
             jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(params)[0]
         )
         self.observed_site_names = ()
+        self.exchangeable = ()
         values = call_naming_shapes(lambda: nll_fn(params, arrays), "nll_fn(params, data)", arrays)
         if jnp.shape(values) != (n,):
             raise InputError(
@@ -442,6 +452,26 @@ def _check_signature(model: Callable, data: dict, model_kwargs: dict) -> None:
         ) from None
     except ValueError:  # builtins without a signature: let the trace speak
         pass
+
+
+def _exchangeable_sites(names: Sequence[str], trace: dict, latent: list[str]) -> tuple[str, ...]:
+    """Validate `exchangeable`: distinct latent sites sharing a leading axis of length >= 2."""
+    if isinstance(names, str):
+        names = (names,)
+    names = tuple(names)
+    unknown = [name for name in names if name not in latent]
+    if unknown or len(set(names)) != len(names):
+        raise InputError(
+            f"exchangeable must name distinct latent sites of the model ({', '.join(latent)}); "
+            f"got {list(names)}"
+        )
+    lengths = {name: (jnp.shape(trace[name]["value"]) or (0,))[0] for name in names}
+    if names and (len(set(lengths.values())) != 1 or min(lengths.values()) < 2):
+        raise InputError(
+            "exchangeable sites must share a leading (component) axis of length >= 2; their "
+            f"leading lengths are {lengths}"
+        )
+    return names
 
 
 def _split_sites(trace: dict) -> tuple[list[str], list[str]]:

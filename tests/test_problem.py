@@ -306,3 +306,20 @@ def test_a_misshapen_parameter_is_refused_not_broadcast():
         from_loss.loss({"w": jnp.zeros(2), "b": jnp.zeros(1)})
     with pytest.raises(InputError, match="structure of the trained parameters"):
         from_loss.loss({"w": jnp.zeros(2)})
+
+
+def test_exchangeable_sites_are_validated_and_carried_by_the_mixture_builders():
+    data = {"y": jnp.linspace(-1.0, 1.0, 20)}
+    assert models.gaussian_mixture(3).problem(data).exchangeable == ("means", "scales", "weights")
+    assert models.gaussian_mixture(2, shared_scale=True).problem(data).exchangeable == (
+        "means", "weights")
+    assert models.gaussian_mixture(1).problem(data).exchangeable == ()
+    model = models.gaussian_mixture(3).model
+    assert Problem(model, data, exchangeable="means").exchangeable == ("means",)
+    with pytest.raises(InputError, match="latent sites"):
+        Problem(model, data, exchangeable=("means", "locs"))
+    with pytest.raises(InputError, match="latent sites"):
+        Problem(model, data, exchangeable=("means", "means"))
+    spec = models.gaussian_mixture(2, shared_scale=True)
+    with pytest.raises(InputError, match="leading"):
+        Problem(spec.model, data, exchangeable=("means", "scales"))  # scales: shape (1,)

@@ -84,7 +84,7 @@ def _problems(args: argparse.Namespace) -> dict[str, Problem]:
     for text in args.model:
         choice = parse_model(text)
         data = load_data(args.data, choice, x_columns=args.x, y_columns=args.y)
-        problems[text] = Problem(choice.model, data)
+        problems[text] = choice.problem(data)
     return problems
 
 

@@ -40,7 +40,6 @@ from slt.estimators.llc import llc
 from slt.fit import fit_map
 from slt.geometry.fisher import fisher_information
 from slt.geometry.symmetry import expected_fisher_nullity
-from slt.problem import Problem
 
 __all__ = ["FIGURES", "NETWORKS", "add_parser", "run"]
 
@@ -131,7 +130,7 @@ def _evidence(key, progress: bool) -> tuple[dict, object, dict[str, object]]:
     for k in MIXTURE_COMPONENTS:
         choice = parse_model(f"gaussian_mixture({k})")
         fits_data = load_data(data_path, choice, y_columns="eruptions")
-        problems[f"K={k}"] = Problem(choice.model, fits_data)
+        problems[f"K={k}"] = choice.problem(fits_data)
     result = compare(
         problems, key, methods=("bic", "laplace", "wbic", "free_energy", "rlct"),
         free_energy_options={"num_particles": NUM_PARTICLES}, progress=progress,

@@ -49,6 +49,7 @@ import pandas as pd
 
 from slt import models
 from slt.models.base import ModelSpec
+from slt.problem import Problem
 from slt.results import atomic_write, save
 
 __all__ = [
@@ -128,6 +129,10 @@ class ModelChoice:
     model: Callable[..., Any]
     spec: ModelSpec | None
     builtin: Builtin | None
+
+    def problem(self, data) -> Problem:
+        """The `Problem` on `data` (a `ModelSpec`'s, so that its exchangeable sites carry)."""
+        return self.spec.problem(data) if self.spec is not None else Problem(self.model, data)
 
     @property
     def has_inputs(self) -> bool:

@@ -109,8 +109,7 @@ def run(args: argparse.Namespace) -> int:
     """Load, fit or read w*, estimate λ̂, print and (with --out) write the result."""
     out = None if args.out is None else OutputFolder(args.out, OUTPUT_FILES, force=args.force)
     choice = parse_model(args.model)
-    problem = Problem(choice.model, load_data(args.data, choice, x_columns=args.x,
-                                              y_columns=args.y))
+    problem = choice.problem(load_data(args.data, choice, x_columns=args.x, y_columns=args.y))
     params, origin = _center(problem, args)
     result = llc(
         problem, params, jax.random.key(args.seed), num_chains=args.num_chains,

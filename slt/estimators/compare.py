@@ -8,7 +8,8 @@ scale F = -log Z ≈ n L_n(w0) + lambda log n, so the columns are directly compa
     bic            n L_n(ŵ) + (d/2) log n            (ŵ the MAP: the MLE may not exist)
     laplace        -log Z_Laplace                     (flagged when singular)
     wbic           E_beta[n L_n], beta = 1/log n      (± se)
-    free_energy    the reference F, tempered SMC      (± se)
+    free_energy    the reference F, tempered SMC      (± se; `free_energy_method` says
+                   which estimate: "importance" for mixtures, `slt.free_energy`)
     singular_bic   n L_n(ŵ) + lambda_hat log n - (m_hat - 1) log log n   (± se), lambda_hat
                    and m_hat from temperatures (`slt.rlct`)
     elpd_loo       PSIS-LOO (ArviZ) on posterior draws: a predictive check, not a free energy
@@ -180,8 +181,12 @@ class ComparisonResult(Persistable):
             return []
         table, reference = self.table, self.choices["free_energy"]
         errors = table["free_energy_se"]
+        how = {"smc": "tempered SMC", "ti": "thermodynamic integration",
+               "importance": "importance sampling from the tempered SMC's particles"}
+        sources = table.get("free_energy_method", pd.Series(["smc"]))
         lines = [
-            f"Reference F (tempered SMC) picks {reference}; standard errors "
+            f"Reference F ({', '.join(how.get(m, m) for m in dict.fromkeys(sources))}) picks "
+            f"{reference}; standard errors "
             f"{errors.min():.2g}–{errors.max():.2g} nats"
             + ("" if not self.warnings else
                f"; {len(self.warnings)} diagnostic(s) raised, listed below")
@@ -522,7 +527,8 @@ _SMC_RUNNERS = _RUNNERS | {
 
 _COLUMN_ORDER = (
     "d", "n", "source", "nll_hat", "bic", "laplace", "laplace_singular", "wbic", "wbic_se",
-    "free_energy", "free_energy_se", "rlct", "rlct_se", "m", "singular_bic", "singular_bic_se",
+    "free_energy", "free_energy_se", "free_energy_method", "rlct", "rlct_se", "m",
+    "singular_bic", "singular_bic_se",
     "elpd_loo", "elpd_loo_se", "nested", "nested_se", "references_agree", "sbic",
     "sbic_posterior",
 )
@@ -532,7 +538,8 @@ _COLUMNS = {
     "bic": lambda r: {"bic": r.free_energy},
     "laplace": lambda r: {"laplace": r.free_energy, "laplace_singular": r.singular},
     "wbic": lambda r: {"wbic": r.wbic, "wbic_se": r.std_error},
-    "free_energy": lambda r: {"free_energy": r.free_energy, "free_energy_se": r.std_error},
+    "free_energy": lambda r: {"free_energy": r.free_energy, "free_energy_se": r.std_error,
+                              "free_energy_method": r.method},
     "rlct": lambda r: {
         "rlct": r.rlct, "rlct_se": r.std_error, "m": r.multiplicity,
         "singular_bic": r.singular_bic, "singular_bic_se": r.singular_bic_se,

@@ -29,6 +29,8 @@ class ModelSpec:
         `mean_fn(values, x) -> E[y | x]` on constrained values (None for density models).
       noise_scale: the known noise standard deviation of a regression model, if fixed.
       input_scale: inputs are simulated as x ~ N(0, input_scale^2 I) (regression models).
+      exchangeable: sites whose leading axis indexes interchangeable components (`Problem`'s
+        argument of that name), e.g. a mixture's ("means", "scales", "weights").
     """
 
     name: str
@@ -44,6 +46,7 @@ class ModelSpec:
     )
     noise_scale: float | None = None
     input_scale: float | None = None
+    exchangeable: tuple[str, ...] = ()
 
     def simulate(self, key: jax.Array, true_params: Mapping[str, Any], n: int) -> dict:
         """Draw a data set of n examples from the model at `true_params` (constrained values)."""
@@ -56,8 +59,8 @@ class ModelSpec:
         return self.simulate_fn(key, values, int(n))
 
     def problem(self, data: Mapping[str, Any], **kwargs: Any) -> Problem:
-        """`Problem(self.model, data, **kwargs)`."""
-        return Problem(self.model, data, **kwargs)
+        """`Problem(self.model, data, exchangeable=self.exchangeable, **kwargs)`."""
+        return Problem(self.model, data, **({"exchangeable": self.exchangeable} | kwargs))
 
 
 def gaussian_regression_data(

@@ -81,6 +81,8 @@ def gaussian_mixture(
         ),
         site_names=("weights", "means", "scales"),
         simulate_fn=simulate,
+        exchangeable=() if K == 1 else ("means", "weights") if shared_scale
+        else ("means", "scales", "weights"),
     )
 
 

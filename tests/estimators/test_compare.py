@@ -92,6 +92,7 @@ def test_compare_on_one_tempered_path():
     statements = result.assessment()
     assert len(statements) == 1 + len(result.choices) - 1
     assert statements[0].startswith("Reference F (tempered SMC) picks d=2")
+    assert set(table["free_energy_method"]) == {"smc"}  # regressions declare no label symmetry
     for criterion, choice in result.choices.items():
         if criterion != "free_energy":
             line = next(s for s in statements if s.startswith(f"{criterion} picks {choice}"))

@@ -1,0 +1,250 @@
+"""log Z by importance sampling from a Gaussian mixture fitted to posterior draws.
+
+Z = ∫ exp(l(w)) p(w) dw = E_q[exp(l(w)) p(w) / q(w)] for any density q that is positive
+wherever the posterior is. With M draws w_j ~ q and log weights
+log r_j = l(w_j) + log p(w_j) - log q(w_j),
+
+    log Z ≈ log (1/M) sum_j r_j,  standard error ≈ sd(r) / (sqrt(M) mean(r))  (delta method),
+
+unbiased for Z given q, however q was chosen. Here q is fitted by EM
+(`slt.samplers.mixture_proposal`) to draws of the posterior (the final particles of
+`slt.samplers.tempering.tempered_smc`), with one broad defensive component (the draws'
+mean and twice their spread, weight `DEFENSIVE_WEIGHT`) so that q's tails are not lighter
+than the posterior's. The estimate no longer depends on the draws having the right weights
+between modes, only on q covering every mode: the failure the tempered SMC had on mixtures.
+
+**Label symmetry.** A mixture's posterior has K! copies that differ by the order of the
+components, and a q fitted to draws that under-populate one of them misses its mass: measured
+on Old Faithful K = 3 (d = 8, 2000 SMC particles), q with 32 components fitted to the draws as
+they were gave F 0.068 ± 0.010 nats too high. With `Problem(exchangeable=...)` declared, the
+draws are first put in canonical order (components sorted by the first exchangeable site's
+first coordinate) and q is fitted to them, then symmetrised over the group G of all K!
+orders: draw w ~ q, a uniform sigma in G, return sigma(w), whose density is
+
+    q_G(w) = (1/|G|) sum_sigma q(sigma(w)) |det D sigma(w)|,
+
+sigma acting on the unconstrained parameters as unconstrain ∘ permute ∘ constrain (the
+Jacobian is not 1: a simplex's stick-breaking coordinates are not permuted linearly). Every
+label copy is then covered exactly as well as the canonical one. Measured on Old Faithful
+K = 3, keys 0–4: within 0.01 nats of the reference (RESULTS.md).
+
+Diagnostics: the Pareto shape k̂ of the weights' tail (ArviZ's PSIS; Vehtari, Simpson,
+Gelman, Yao & Gabry, "Pareto smoothed importance sampling", JMLR 25(72), 2024): above 0.7 the
+estimate is not to be trusted; and the effective sample size (sum r)^2 / sum r^2. Neither can
+see a mode that no draw visited: that is the independent reference's job (nested sampling).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import logsumexp
+
+from slt.problem import Problem
+from slt.samplers.mixture_proposal import (
+    GaussianMixture,
+    fit_gaussian_mixture,
+    mixture_log_density,
+    sample_mixture,
+    whitening_factor,
+)
+from slt.validation import InputError, require_int, require_key, require_problem
+
+__all__ = ["ImportanceRun", "MAX_PERMUTATIONS", "importance_log_evidence"]
+
+# Symmetrising over K! orders costs K! evaluations of q and of a d x d Jacobian per draw; K = 5
+# (120 orders) is the largest mixture this does.
+MAX_PERMUTATIONS = 120
+# The defensive component's weight and its spread (times the draws' covariance factor).
+DEFENSIVE_WEIGHT = 0.05
+DEFENSIVE_SCALE = 2.0
+# Pareto k-hat above which importance sampling is unreliable (Vehtari et al. 2024, sec. 3).
+PARETO_K_LIMIT = 0.7
+_BATCH = 1024  # draws per evaluation batch (bounds memory at large n)
+
+
+class ImportanceRun(NamedTuple):
+    """What `importance_log_evidence` measured.
+
+    log_evidence, std_error: log Z and its delta-method standard error.
+    pareto_k: the Pareto shape of the weights' tail (> 0.7: unreliable).
+    ess: effective sample size of the weights, (sum r)^2 / sum r^2.
+    num_draws: M; num_permutations: |G| (1 without exchangeable sites); num_components: of q
+      before symmetrisation, the defensive one included.
+    run_time: seconds, compilation included.
+    """
+
+    log_evidence: float
+    std_error: float
+    pareto_k: float
+    ess: float
+    num_draws: int
+    num_permutations: int
+    num_components: int
+    run_time: float
+
+
+def _label_maps(problem: Problem):
+    """(permute, canonical, orders): sigma acting on flat unconstrained parameters, the
+    canonical order of one point, and the (|G|, K) array of all orders."""
+    sites = problem.exchangeable
+    if not sites:
+        return None, None, np.zeros((1, 0), np.int32)
+    size = np.shape(problem.constrain(problem.unravel(jnp.zeros(problem.dim,
+                                                                 problem.dtype)))[sites[0]])[0]
+    if math.factorial(size) > MAX_PERMUTATIONS:
+        raise InputError(
+            f"importance sampling symmetrises over all {size}! orders of the exchangeable "
+            f"sites; at most {MAX_PERMUTATIONS} are supported (K <= 5)"
+        )
+
+    def permute(flat, order):
+        values = problem.constrain(problem.unravel(flat))
+        values = {name: value[order] if name in sites else value
+                  for name, value in values.items()}
+        return problem.ravel(problem.unconstrain(values)).astype(flat.dtype)
+
+    def canonical(flat):
+        first = problem.constrain(problem.unravel(flat))[sites[0]]
+        return permute(flat, jnp.argsort(first.reshape(size, -1)[:, 0]))
+
+    orders = np.array(list(itertools.permutations(range(size))), np.int32)
+    return permute, canonical, orders
+
+
+def _with_defensive(mixture: GaussianMixture, points) -> GaussianMixture:
+    """`mixture` with weight 1 - DEFENSIVE_WEIGHT, plus N(mean, (2 L)(2 L)^T) of the points."""
+    factor = DEFENSIVE_SCALE * whitening_factor(points)
+    eye = jnp.eye(points.shape[1], dtype=points.dtype)
+    inverse = jax.scipy.linalg.solve_triangular(factor, eye, lower=True)
+    return GaussianMixture(
+        log_weights=jnp.append(mixture.log_weights + jnp.log1p(-DEFENSIVE_WEIGHT),
+                               jnp.log(DEFENSIVE_WEIGHT)),
+        means=jnp.concatenate([mixture.means, points.mean(0)[None]]),
+        cholesky=jnp.concatenate([mixture.cholesky, factor[None]]),
+        inverse_cholesky=jnp.concatenate([mixture.inverse_cholesky, inverse[None]]),
+    )
+
+
+def _symmetrised_log_density(points, mixture, permute, orders):
+    """log q_G(w) of each row of `points` (module doc); log q(w) without a group."""
+    if permute is None:
+        return mixture_log_density(points, mixture)
+
+    def one_order(order):
+        moved = jax.vmap(permute, in_axes=(0, None))(points, order)
+        jacobians = jax.vmap(jax.jacfwd(permute), in_axes=(0, None))(points, order)
+        log_det = jnp.linalg.slogdet(jacobians)[1]
+        return mixture_log_density(moved, mixture) + log_det
+
+    values = jax.lax.map(one_order, jnp.asarray(orders))  # (|G|, M)
+    return logsumexp(values, axis=0) - jnp.log(orders.shape[0])
+
+
+def importance_log_evidence(
+    problem: Problem,
+    key: jax.Array,
+    draws,
+    *,
+    num_draws: int = 20_000,
+    num_components: int = 16,
+    num_iterations: int = 100,
+) -> ImportanceRun:
+    """log Z by importance sampling from a mixture fitted to posterior `draws` (module doc).
+
+    Args:
+      problem: model and data with a proper prior; its `exchangeable` sites, if any, make q
+        symmetric under relabelling.
+      key: PRNG key.
+      draws: (..., dim) flat unconstrained posterior draws (e.g. `SMCRun.particles`), at
+        least 2 * num_components of them.
+      num_draws: importance draws M.
+      num_components: Gaussian components of q (before symmetrisation; one defensive
+        component is added). Measured on Old Faithful K = 3 (2000 particles, four fits
+        each): with 8 the ESS of 20 000 draws ranged over 4–58 %, with 16 over 25–46 %.
+      num_iterations: EM iterations of the fit.
+
+    Returns:
+      An `ImportanceRun`.
+
+    Raises:
+      InputError: bad arguments, draws of the wrong width or non-finite, too few of them, or
+        more than `MAX_PERMUTATIONS` label orders.
+
+    Example:
+      >>> run = tempered_smc(problem, jax.random.key(0))
+      >>> importance_log_evidence(problem, jax.random.key(1), run.particles).log_evidence
+    """
+    require_problem(problem)
+    require_key(key)
+    require_int("num_draws", num_draws, minimum=2)
+    require_int("num_components", num_components, minimum=1)
+    require_int("num_iterations", num_iterations, minimum=1)
+    points = jnp.asarray(draws, problem.dtype)
+    if points.ndim < 1 or points.shape[-1] != problem.dim:
+        raise InputError(f"draws must have shape (..., dim={problem.dim}), got {points.shape}")
+    points = points.reshape(-1, problem.dim)
+    if points.shape[0] < 2 * num_components or not bool(jnp.all(jnp.isfinite(points))):
+        raise InputError(
+            f"draws must be finite and at least 2 * num_components = {2 * num_components} "
+            f"points; got {points.shape[0]}"
+        )
+    start = time.perf_counter()
+    permute, canonical, orders = _label_maps(problem)
+    if canonical is not None:
+        points = jax.jit(jax.vmap(canonical))(points)
+    fit_key, draw_key, order_key = jax.random.split(key, 3)
+    mixture = fit_gaussian_mixture(fit_key, points, whitening_factor(points),
+                                   num_components=num_components, num_iterations=num_iterations)
+    mixture = _with_defensive(mixture, points)
+    proposals = sample_mixture(draw_key, mixture, num_draws)
+    if permute is not None:
+        chosen = jax.random.randint(order_key, (num_draws,), 0, orders.shape[0])
+        proposals = jax.jit(jax.vmap(permute))(proposals, jnp.asarray(orders)[chosen])
+    log_weights = _log_weights(problem, proposals, problem.data, mixture, permute, orders)
+    return _summarise(np.asarray(log_weights, np.float64), orders.shape[0],
+                      num_components + 1, time.perf_counter() - start)
+
+
+def _log_weights(problem, proposals, data, mixture, permute, orders):
+    """l(w) + log p(w) - log q_G(w) for every proposal, in batches (data as an argument)."""
+
+    @jax.jit
+    def batch_weights(batch, data):
+        def log_target(flat):
+            params = problem.unravel(flat)
+            return jnp.sum(problem.loglik(params, data)) + problem.log_prior(params)
+
+        target = jax.vmap(log_target)(batch)
+        value = target - _symmetrised_log_density(batch, mixture, permute, orders)
+        return jnp.where(jnp.isnan(value), -jnp.inf, value)
+
+    return jnp.concatenate([batch_weights(proposals[i:i + _BATCH], data)
+                            for i in range(0, proposals.shape[0], _BATCH)])
+
+
+def _summarise(log_weights, num_permutations, num_components, seconds) -> ImportanceRun:
+    """log Z, its standard error, Pareto k-hat and ESS from the log weights."""
+    import arviz as az
+
+    finite = np.isfinite(log_weights)
+    if not finite.any():
+        raise RuntimeError("every importance weight is zero: the target is -inf at every draw")
+    size = log_weights.size
+    ratio = np.exp(log_weights - log_weights[finite].max())
+    log_evidence = float(np.log(ratio.mean()) + log_weights[finite].max())
+    std_error = float(ratio.std() / (np.sqrt(size) * ratio.mean()))
+    floor = log_weights[finite].min() - 1e3  # PSIS needs finite values; a zero weight stays ~0
+    _, pareto_k = az.psislw(np.where(finite, log_weights, floor).copy())
+    return ImportanceRun(
+        log_evidence=log_evidence, std_error=std_error, pareto_k=float(pareto_k),
+        ess=float(ratio.sum() ** 2 / np.sum(ratio**2)), num_draws=size,
+        num_permutations=int(num_permutations), num_components=int(num_components),
+        run_time=seconds,
+    )
