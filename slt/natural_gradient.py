@@ -71,7 +71,7 @@ import pandas as pd
 
 from slt.geometry.fisher import prepare
 from slt.geometry.kernels import fisher_function
-from slt.geometry.observation import observation_model
+from slt.geometry.observation import as_model_spec, observation_model
 from slt.geometry.spectrum import DEFAULT_RANK_TOL, check_rank_tol
 from slt.models.base import ModelSpec
 from slt.problem import Params, Problem
@@ -226,6 +226,19 @@ class NaturalGradient(NamedTuple):
     fisher_kind: str
 
 
+def _problem_of(model, data) -> Problem:
+    """The Problem to optimise: `model` itself (data None) or `model.problem(data)`."""
+    if isinstance(model, Problem):
+        if data is not None:
+            raise InputError("a Problem carries its data: leave data=None")
+        as_model_spec(model)  # refuses a Problem.from_loss, naming why
+        return model
+    require_instance("model", model, ModelSpec, "a Problem or a ModelSpec from slt.models")
+    if data is None:
+        raise InputError("a ModelSpec needs its data: natural_gradient(spec, data, ...)")
+    return model.problem(data)
+
+
 def _coordinate_order(problem: Problem, coordinates) -> np.ndarray:
     """perm with theta_fisher = flat[perm], flat in `Problem.ravel` order."""
     if coordinates.dim != problem.dim:
@@ -261,8 +274,8 @@ def _fisher_setup(model, values, data, kind, num_samples, key):
 
 
 def natural_gradient(
-    model: ModelSpec,
-    data: Mapping[str, Any],
+    model: ModelSpec | Problem,
+    data: Mapping[str, Any] | None = None,
     *,
     prior: bool = True,
     kind: str = "auto",
@@ -277,8 +290,11 @@ def natural_gradient(
     """A natural-gradient optimiser (init, step) for `model` on `data` (BlackJAX style).
 
     Args:
-      model: a `ModelSpec` of `slt.models` (the Fisher needs its observation density).
-      data: the data dict, as for `Problem` ({"x": ..., "y": ...} or {"y": ...}).
+      model: a `Problem` built from a NumPyro model (it carries its data: leave `data`
+        None), or a `ModelSpec` of `slt.models` with `data`; the Fisher needs the
+        observation density, which both know.
+      data: for a ModelSpec, the data dict, as for `Problem` ({"x": ..., "y": ...} or
+        {"y": ...}).
       prior: True: MAP (objective and metric include the prior); False: maximum likelihood.
       kind: Fisher kind: "auto" (exact where `fisher_information` has it, else
         "monte_carlo"), "exact", "monte_carlo" or "empirical" (the gradient outer product
@@ -305,9 +321,8 @@ def natural_gradient(
     rank_tol = check_rank_tol(rank_tol)
     require_one_of("kind", kind, FISHER_KINDS)
     learning_rate = require_positive("learning_rate", learning_rate)
-    require_instance("model", model, ModelSpec, "a ModelSpec from slt.models")
     with jax.enable_x64(True):
-        problem = model.problem(data)
+        problem = _problem_of(model, data)
         values = {k: np.asarray(v) for k, v in problem.constrain(problem.init(
             jax.random.key(0))).items()}
         setup = _fisher_setup(model, values, problem.data, kind, num_samples,
@@ -370,7 +385,7 @@ def natural_gradient(
         return NaturalGradientState(new_position, new_value, new_gradient), info
 
     jitted = jax.jit(core)
-    quadrature = setup.kind == "exact" and setup.observation.family != "normal"
+    quadrature = setup.kind == "exact" and setup.observation.family == "normal_mixture"
 
     def arrays_for(key, position):
         arrays = setup.arrays
@@ -484,8 +499,8 @@ class NaturalGradientResult(Persistable):
 
 
 def natural_gradient_fit(
-    model: ModelSpec,
-    data: Mapping[str, Any],
+    model: ModelSpec | Problem,
+    data: Mapping[str, Any] | None = None,
     key: jax.Array | None = None,
     *,
     init: Params | None = None,
@@ -506,12 +521,13 @@ def natural_gradient_fit(
     model (plus the prior's curvature for MAP) and t from a backtracking line search; see
     the module docstring. A local method from one start (`init`, or `Problem.init(key)`);
     for a global search run `slt.fit_map` first and pass its `params` as `init`. It is a
-    separate function from `fit_map`, which takes a `Problem`: the Fisher needs the
-    model's observation density, which a `ModelSpec` carries.
+    separate function from `fit_map`: the Fisher needs the model's observation density, which
+    a `Problem` from a NumPyro model and a `ModelSpec` know (a `Problem.from_loss` does not).
 
     Args:
-      model: a `ModelSpec` of `slt.models`.
-      data: the data dict ({"x": ..., "y": ...} or {"y": ...}).
+      model: a `Problem` (then `data` is None: `natural_gradient_fit(problem, key=key)`) or
+        a `ModelSpec` of `slt.models` with its `data`.
+      data: for a ModelSpec, the data dict ({"x": ..., "y": ...} or {"y": ...}).
       key: PRNG key for the start (when `init` is None) and the Monte Carlo Fisher.
       init: starting point, unconstrained parameters (e.g. `fit_map(...).params`).
       prior: True for MAP, False for maximum likelihood.
@@ -527,7 +543,8 @@ def natural_gradient_fit(
     Raises:
       InputError (a ValueError, `slt.validation`): unknown solver or kind, damping < 0,
         damping with "pinv", learning_rate or max_steps not positive, grad_tol < 0, model not
-        a ModelSpec, no key and no init.
+        neither a Problem nor a ModelSpec, data missing (ModelSpec) or given (Problem), no
+        key and no init.
       ValueError: a non-finite objective at the start.
       FloatingPointError: damping 0 at a singular metric (use damping > 0 or "pinv").
 

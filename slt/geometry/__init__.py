@@ -1,5 +1,10 @@
 """Fisher geometry: where a model is regular and where it is singular.
 
+`model` is a `Problem` built from any NumPyro model (its data give the default inputs x and
+the empirical data) or a `ModelSpec` of `slt.models`; points are constrained site values.
+Exact Fisher and KL cover Gaussian noise, the exponential families of `families`
+(Bernoulli, Binomial, Poisson, Categorical) and scalar mixtures of normals.
+
 * `fisher_information(model, params, kind=...)`: the Fisher matrix I(theta) at one point
   ("exact", "monte_carlo", or the "empirical" gradient outer product), with its spectrum,
   numerical rank, log det and log pseudo-det, in float64 (`FisherResult`).

@@ -10,8 +10,10 @@ the point (float32 reports 1e-13 for a true 1e-19).
 Three kinds (`KINDS`), see `slt.geometry.kernels` for the formulas:
 
 * "exact": the closed form (1/sigma^2) E_x[J^T J] (plus the scale term when the noise is
-  learned) for Gaussian-noise models, over the given inputs x; quadrature over y for a
-  scalar mixture of normals (the slides' mixture, `gaussian_mixture(K, 1)`).
+  learned) for Gaussian-noise models, over the given inputs x; E_x[J^T F(eta) J] for
+  Bernoulli, Binomial, Poisson and Categorical observations (`slt.geometry.families`);
+  quadrature over y for a scalar mixture of normals (the slides' mixture,
+  `gaussian_mixture(K, 1)`).
 * "monte_carlo": the same expectation with y drawn from the model, with standard errors.
 * "empirical": gradients at observed data. Not the Fisher information (labelled as such).
 """
@@ -33,6 +35,7 @@ from slt.geometry.kernels import FisherArrays, fisher_function, quadrature_grid
 from slt.geometry.observation import ObservationModel, observation_model
 from slt.geometry.spectrum import DEFAULT_RANK_TOL, check_rank_tol, spectrum_summary
 from slt.models.base import ModelSpec
+from slt.problem import Problem
 from slt.results import Persistable
 from slt.validation import require_int, require_key
 
@@ -184,7 +187,7 @@ class FisherSetup:
 
     def with_nodes(self, thetas: np.ndarray) -> FisherArrays:
         """The arrays, with quadrature nodes covering every row of `thetas` where needed."""
-        if self.kind != "exact" or self.observation.family == "normal":
+        if self.kind != "exact" or self.observation.family != "normal_mixture":
             return self.arrays
         nodes, weights = quadrature_grid(self.observation, self.coordinates, thetas)
         return self.arrays._replace(nodes=jnp.asarray(nodes), node_weights=jnp.asarray(weights))
@@ -225,8 +228,9 @@ def _check_kind(kind, observation: ObservationModel, num_samples, key) -> int | 
         raise ValueError(f"num_samples and key are for kind='monte_carlo', not {kind!r}")
     if kind == "exact" and observation.family == "other":
         raise ValueError(
-            f"{observation.spec.name}: no exact Fisher for this observation distribution "
-            "(exact needs Gaussian noise or a scalar mixture of normals); use kind='monte_carlo'"
+            f"{observation.spec.name}: no exact Fisher for {observation.distribution_name} "
+            "observations (exact covers Normal, Bernoulli, Binomial, Poisson, Categorical and "
+            "scalar mixtures of normals); use kind='monte_carlo'"
         )
     if kind == "exact" and observation.family == "normal_mixture":
         if observation.has_inputs or observation.output_shape != ():
@@ -238,7 +242,7 @@ def _check_kind(kind, observation: ObservationModel, num_samples, key) -> int | 
 
 
 def prepare(
-    model: ModelSpec,
+    model: ModelSpec | Problem,
     params: Mapping[str, Any],
     *,
     kind: str = "exact",
@@ -255,6 +259,11 @@ def prepare(
     """
     observation, values = observation_model(model, params)
     num_samples = _check_kind(kind, observation, num_samples, key)
+    if isinstance(model, Problem):  # its data are the default inputs, or the empirical data
+        if kind == "empirical" and data is None:
+            data = model.data
+        elif kind != "empirical" and x is None and observation.input_name is not None:
+            x = model.data[observation.input_name]
     if kind == "empirical":
         if data is None or not isinstance(data, Mapping):
             raise ValueError("kind='empirical' needs data={'x': ..., 'y': ...} (or {'y': ...})")
@@ -275,7 +284,7 @@ def prepare(
     theta = coords.theta_at(values)
     if not np.all(np.isfinite(theta)):
         raise ValueError(
-            f"{model.name}: the point is on the boundary of the support, at infinity in "
+            f"{observation.spec.name}: the point is on the boundary of the support, at infinity in "
             f"{coordinates} coordinates: {dict(zip(coords.names, theta, strict=True))}; "
             "use coordinates='natural'"
         )
@@ -298,7 +307,7 @@ def compiled_fisher(observation, coordinates, kind, num_samples, chunk_size):
 
 
 def fisher_information(
-    model: ModelSpec,
+    model: ModelSpec | Problem,
     params: Mapping[str, Any],
     *,
     kind: str = "exact",
@@ -317,12 +326,17 @@ def fisher_information(
     and `slt.geometry.kernels` for how each kind computes it. Always float64.
 
     Args:
-      model: a `ModelSpec` from `slt.models`.
+      model: a `Problem` built from a NumPyro model (its data's inputs x are the default
+        `x`, and its data the default `data` of kind="empirical") or a `ModelSpec` from
+        `slt.models`.
       params: {site: constrained value} for every site, e.g. {"pi": 0.5, "mu": 1.0,
-        "sigma": 1.0}; boundary points such as pi = 0 are allowed in natural coordinates.
+        "sigma": 1.0} (for a Problem: `fit.values`, or `problem.constrain(params)`), not the
+        Problem's unconstrained parameters; boundary points such as pi = 0 are allowed in
+        natural coordinates.
       kind: "exact" (default), "monte_carlo" or "empirical".
       x: inputs (n, ...) of a regression model, over which I is averaged (required for
-        regression models, refused for density models). Not used by "empirical".
+        regression models given as a ModelSpec, refused for density models). Not used by
+        "empirical".
       x_weights: optional weights of the inputs (normalised to sum 1), e.g. Gauss-Hermite
         weights so that the average is the population expectation; default uniform.
       data: {"x": ..., "y": ...} (or {"y": ...}) for kind="empirical".

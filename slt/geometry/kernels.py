@@ -12,6 +12,10 @@ with `se` the entry-wise standard error (zeros where the estimator is determinis
   which is (1/sigma^2) sum_i w_i J_i^T J_i for a known noise sd sigma: the Gauss-Newton
   matrix of the output Jacobian J_i. Inputs x_i carry weights w_i summing to 1 (uniform by
   default: the empirical input distribution; quadrature weights give the population one).
+* exact, exponential-family observation (Bernoulli, Binomial, Poisson, Categorical; logits
+  or probabilities): I(theta) = sum_i w_i J_i^T F(eta_i) J_i with eta the natural parameter
+  and F its closed-form Fisher (`slt.geometry.families`), e.g. mean_i p_i (1 - p_i) x_i x_i^T
+  for a logistic regression.
 * exact, scalar mixture-of-normals density p(y | theta) (no inputs): quadrature over y,
 
       I(theta) = integral p(y) s(y) s(y)^T dy,   s = grad_theta log p(y | theta),
@@ -37,7 +41,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from slt.geometry.coordinates import Coordinates
-from slt.geometry.observation import ObservationModel, safe_log_prob, unwrap
+from slt.geometry.families import natural_parameter, whitening_root
+from slt.geometry.observation import WHITENED_FAMILIES, ObservationModel, safe_log_prob, unwrap
 
 __all__ = ["FisherArrays", "fisher_function", "quadrature_grid", "whitened_outputs"]
 
@@ -94,12 +99,16 @@ def _gram_over_chunks(rows_fn, theta, arrays, weights, rows_per_example: int, ch
 
 
 def whitened_outputs(observation: ObservationModel, coordinates: Coordinates, theta, inputs):
-    """The map t -> z(t), shape (b, k) or (b, 2k), whose Jacobian at theta is the Fisher's root.
+    """The map t -> z(t), shape (b, rows), whose Jacobian at theta is the Fisher's root.
 
     For a Gaussian observation with k entries per example, z = m(t) / s, and with a learned
     scale also sqrt(2) s(t) / s, with s = s(theta) held fixed, so that sum_i w_i J_i^T J_i is
     the exact Fisher (module docstring) and I v = J^T diag(w) J v a Fisher-vector product.
+    For an exponential family, z = R eta(t) with R the root of the family's Fisher at theta
+    (`slt.geometry.families`; k K rows for a categorical with K classes).
     """
+    if observation.family != "normal":
+        return _family_outputs(observation, coordinates, theta, inputs)
     _, scale = observation.normal_moments(coordinates.to_values(theta), inputs)
     scale = jax.lax.stop_gradient(scale.reshape(scale.shape[0], -1))
 
@@ -114,9 +123,37 @@ def whitened_outputs(observation: ObservationModel, coordinates: Coordinates, th
     return outputs
 
 
-def _normal_rows(observation, coordinates):
-    outputs_per_example = int(np.prod(observation.output_shape, dtype=int))
-    outputs_per_example *= 2 if observation.learned_scale else 1
+def _family_outputs(observation, coordinates, theta, inputs):
+    """`whitened_outputs` of an exponential-family observation."""
+    family = observation.family
+    size = 1 if inputs is None else inputs.shape[0]
+    shape = (size,) + observation.output_shape + (
+        (observation.num_classes,) if family == "categorical" else ())
+
+    def eta(t):
+        base = unwrap(observation.distribution(coordinates.to_values(t), inputs))
+        return jnp.broadcast_to(natural_parameter(family, base), shape), base
+
+    root = whitening_root(family, eta(theta)[1])
+
+    def outputs(t):
+        whitened = jnp.broadcast_to(root(eta(t)[0]), shape)
+        return whitened.reshape(size, -1)
+
+    return outputs
+
+
+def _rows_per_example(observation: ObservationModel) -> int:
+    """Rows of `whitened_outputs` per example: entries of y, times 2 for a learned Gaussian
+    scale, times K for a categorical."""
+    rows = int(np.prod(observation.output_shape, dtype=int))
+    if observation.family == "normal" and observation.learned_scale:
+        rows *= 2
+    return rows * (observation.num_classes or 1)
+
+
+def _whitened_rows(observation, coordinates):
+    outputs_per_example = _rows_per_example(observation)
 
     def rows(theta, inputs):
         outputs = whitened_outputs(observation, coordinates, theta, inputs)
@@ -271,8 +308,8 @@ def fisher_function(
             return total, jnp.zeros((d, d))
 
         return empirical
-    if observation.family == "normal":
-        rows, per_example = _normal_rows(observation, coordinates)
+    if observation.family in WHITENED_FAMILIES:
+        rows, per_example = _whitened_rows(observation, coordinates)
 
         def exact(theta, arrays):
             total = _gram_over_chunks(

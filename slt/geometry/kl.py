@@ -7,6 +7,8 @@ w1 = w0 is the Fisher information I(w0) (and so is its Hessian in w0; Grosse, "M
 and KL(w || w + delta) = delta^T I(w) delta / 2 + O(|delta|^3).
 
 * Gaussian observations, entry-wise: log(s1/s0) + (s0^2 + (m0 - m1)^2) / (2 s1^2) - 1/2.
+* Bernoulli, Binomial, Poisson, Categorical observations: the closed forms of
+  `slt.geometry.families.family_kl`, entry-wise.
 * A scalar mixture of normals: the same trapezoid quadrature over y as the exact Fisher
   (`slt.geometry.kernels.quadrature_grid`, nodes covering both points).
 """
@@ -21,10 +23,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from slt.geometry.families import EXPONENTIAL_FAMILIES, family_kl
 from slt.geometry.fisher import prepare
 from slt.geometry.kernels import FisherArrays
-from slt.geometry.observation import observation_model, safe_log_prob, unwrap
+from slt.geometry.observation import as_model_spec, observation_model, safe_log_prob, unwrap
 from slt.models.base import ModelSpec
+from slt.problem import Problem
 
 __all__ = ["kl_divergence", "kl_function"]
 
@@ -42,6 +46,20 @@ def kl_function(observation, coordinates):
             m1, s1 = observation.normal_moments(coordinates.to_values(theta1), arrays.inputs)
             terms = jnp.log(s1 / s0) + (s0**2 + (m0 - m1) ** 2) / (2.0 * s1**2) - 0.5
             return jnp.sum(arrays.weights * jnp.reshape(terms, (terms.shape[0], -1)).sum(axis=1))
+
+        return kl
+
+    if observation.family in EXPONENTIAL_FAMILIES:
+
+        def kl(theta0, theta1, arrays: FisherArrays):
+            first, second = (
+                unwrap(observation.distribution(coordinates.to_values(t), arrays.inputs))
+                for t in (theta0, theta1)
+            )
+            terms = family_kl(observation.family, first, second)
+            size = arrays.weights.shape[0]
+            terms = jnp.broadcast_to(terms, (size,) + observation.output_shape)
+            return jnp.sum(arrays.weights * terms.reshape(size, -1).sum(axis=1))
 
         return kl
 
@@ -64,20 +82,23 @@ def _compiled_kl(observation, coordinates):
 
 
 def kl_divergence(
-    model: ModelSpec,
+    model: ModelSpec | Problem,
     w0: Mapping[str, Any],
     w1: Mapping[str, Any],
     *,
     x: Any = None,
     x_weights: Any = None,
 ) -> float:
-    """KL(p_w0 || p_w1) of `model`, exact: closed form (Gaussian noise) or quadrature (mixtures).
+    """KL(p_w0 || p_w1) of `model`, exact: closed forms (Gaussian noise, exponential families)
+    or quadrature (mixtures).
 
     Args:
-      model: a `ModelSpec` with Gaussian observations or a scalar mixture of normals.
+      model: a `Problem` built from a NumPyro model or a `ModelSpec`, with Gaussian,
+        Bernoulli, Binomial, Poisson or Categorical observations or a scalar mixture of
+        normals.
       w0, w1: {site: constrained value} for both points (as in `fisher_information`).
       x, x_weights: the inputs of a regression model and optional weights (the KL is
-        averaged over them); None for density models.
+        averaged over them; a Problem's own inputs by default); None for density models.
 
     Returns:
       The divergence in nats (>= 0), as a float.
@@ -97,7 +118,9 @@ def kl_divergence(
             observation.family == "normal_mixture" and observation.output_shape != ()
         ):
             raise ValueError(
-                f"{model.name}: the exact KL needs Gaussian noise or a scalar mixture of normals"
+                f"{as_model_spec(model).name}: no exact KL for "
+                f"{observation.distribution_name} observations (it needs Gaussian noise, an "
+                "exponential family or a scalar mixture of normals)"
             )
         first = prepare(model, w0, x=x, x_weights=x_weights)
         second = prepare(model, w1, x=x, x_weights=x_weights)

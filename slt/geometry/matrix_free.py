@@ -33,8 +33,10 @@ import pandas as pd
 
 from slt.geometry.fisher import prepare
 from slt.geometry.kernels import whitened_outputs
+from slt.geometry.observation import WHITENED_FAMILIES
 from slt.geometry.spectrum import DEFAULT_RANK_TOL, check_rank_tol
 from slt.models.base import ModelSpec
+from slt.problem import Problem
 from slt.validation import require_int, require_key
 
 __all__ = [
@@ -53,14 +55,15 @@ _BREAKDOWN_TOL = 1e-13
 
 
 def fisher_vector_product(
-    model: ModelSpec,
+    model: ModelSpec | Problem,
     params: Mapping[str, Any],
     *,
-    x: Any,
+    x: Any = None,
     x_weights: Any = None,
     coordinates: str = "natural",
 ) -> Callable[[Any], np.ndarray]:
-    """v -> I(theta) v for a Gaussian-noise model, by one JVP and one VJP (GGN form).
+    """v -> I(theta) v for a Gaussian-noise or exponential-family model, by one JVP and one
+    VJP (GGN form).
 
     Args:
       model, params, x, x_weights, coordinates: as in `fisher_information` (exact kind).
@@ -86,10 +89,11 @@ def fisher_vector_product(
 
 def _product(model, params, x, x_weights, coordinates):
     setup = prepare(model, params, x=x, x_weights=x_weights, coordinates=coordinates)
-    if setup.observation.family != "normal":
+    if setup.observation.family not in WHITENED_FAMILIES:
         raise ValueError(
-            f"{model.name}: matrix-free Fisher products are for Gaussian-noise models; "
-            "use fisher_information for mixtures (their d is small)"
+            f"{setup.observation.spec.name}: matrix-free Fisher products are for Gaussian-noise "
+            "and exponential-family observations; use fisher_information for mixtures (their "
+            "d is small)"
         )
     theta = jnp.asarray(setup.theta)
     inputs, weights = setup.arrays.inputs, setup.arrays.weights
@@ -253,10 +257,10 @@ class LanczosSpectrum:
 
 
 def fisher_spectrum(
-    model: ModelSpec,
+    model: ModelSpec | Problem,
     params: Mapping[str, Any],
     *,
-    x: Any,
+    x: Any = None,
     key: jax.Array,
     num_steps: int = 100,
     x_weights: Any = None,
@@ -272,7 +276,7 @@ def fisher_spectrum(
 
     Args:
       model, params, x, x_weights, coordinates: as in `fisher_information` (Gaussian-noise
-        models).
+        and exponential-family observations; a Problem's inputs are the default x).
       key: PRNG key for the Lanczos start vector.
       num_steps: Lanczos steps k (clipped to d).
       rank_tol: relative tolerance of the rank.
@@ -308,5 +312,5 @@ def fisher_spectrum(
         dim=dim,
         num_steps=steps,
         coordinates=setup.coordinates.system,
-        model_name=model.name,
+        model_name=setup.observation.spec.name,
     )

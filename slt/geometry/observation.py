@@ -2,9 +2,11 @@
 
 Fisher information needs the model's observation density as a function of the parameters,
 for inputs x it is given (regression) or for no inputs at all (density models such as
-mixtures). `observation_model(spec, params, x)` validates a parameter point, traces the
-NumPyro model once with NumPyro's effect handlers (`substitute`, `trace`) and returns an
-`ObservationModel` whose methods are pure JAX functions of the constrained site values:
+mixtures). `observation_model(model, params)` takes a `ModelSpec` of `slt.models` or a
+`Problem` built from any NumPyro model (`as_model_spec`: its data give the shapes, nothing is
+simulated and no data are kept), validates a parameter point, traces the NumPyro model once
+with NumPyro's effect handlers (`substitute`, `trace`) and returns an `ObservationModel`
+whose methods are pure JAX functions of the constrained site values:
 
 * `distribution(values, inputs)`: the observed site's distribution for a batch of examples;
 * `log_density(values, inputs, outputs)`: per-example log p(y_i | x_i, w), shape (b,);
@@ -18,6 +20,8 @@ with respect to the vanishing weight is 0 instead of p_k(y)/p(y) - 1.
 
 from __future__ import annotations
 
+import functools
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -30,10 +34,16 @@ from jax.extend.core import Literal
 from numpyro import handlers
 
 from slt.geometry.coordinates import in_support
+from slt.geometry.families import EXPONENTIAL_FAMILIES, family_of
 from slt.models.base import ModelSpec
-from slt.problem import _split_sites
+from slt.problem import Problem, _split_sites
+from slt.validation import InputError
 
-__all__ = ["ObservationModel", "observation_model", "unwrap"]
+__all__ = ["ObservationModel", "as_model_spec", "observation_model", "unwrap"]
+
+# The families with an exact Fisher in the "whitened outputs" form J^T R^T R J
+# (`slt.geometry.kernels.whitened_outputs`): Gaussian noise and the exponential families.
+WHITENED_FAMILIES = ("normal", *EXPONENTIAL_FAMILIES)
 
 _TEMPLATE_SIZE = 2  # examples simulated once to learn the data's keys and per-example shapes
 
@@ -113,9 +123,13 @@ class ObservationModel:
       input_name: the data key of the inputs (None for a density model).
       supports: each latent site's support.
       family: "normal" (Gaussian y, possibly with learned scale), "normal_mixture" (a
-        mixture of normals), or "other": decides how the exact Fisher is computed.
+        mixture of normals), "bernoulli", "binomial", "poisson", "categorical"
+        (`slt.geometry.families`), or "other": decides how the exact Fisher is computed.
       learned_scale: for "normal", whether the noise sd depends on the parameters (read off
         the traced computation: False for a fixed noise_scale, which halves the work).
+      distribution_name: the observation distribution's class name (for messages).
+      output_dtype: the dtype of y (integer for counts and class labels).
+      num_classes: K for "categorical", else None.
     """
 
     spec: ModelSpec
@@ -127,6 +141,9 @@ class ObservationModel:
     supports: tuple[Any, ...] = field(compare=False, repr=False)
     family: str = field(compare=False)
     learned_scale: bool = field(compare=False, default=True)
+    distribution_name: str = field(compare=False, default="")
+    output_dtype: Any = field(compare=False, default=np.float64)
+    num_classes: int | None = field(compare=False, default=None)
 
     @property
     def has_inputs(self) -> bool:
@@ -148,15 +165,23 @@ class ObservationModel:
         return _finite_examples(f"{name}: x", x, self.input_shape)
 
     def check_outputs(self, y: Any, n: int | None) -> np.ndarray:
-        """Observed y as float64 (n, *output_shape), or ValueError."""
+        """Observed y (n, *output_shape) in the model's dtype (float64, or integer counts and
+        labels), or ValueError."""
         y = _finite_examples(f"{self.spec.name}: {self.output_name}", y, self.output_shape)
         if n is not None and y.shape[0] != n:
             raise ValueError(f"{self.spec.name}: {y.shape[0]} outputs for {n} inputs")
+        if np.issubdtype(self.output_dtype, np.integer):
+            if not np.all(y == np.round(y)):
+                raise ValueError(
+                    f"{self.spec.name}: {self.output_name} must hold whole numbers for "
+                    f"{self.distribution_name} observations"
+                )
+            return y.astype(self.output_dtype)
         return y
 
     def _data(self, inputs: jax.Array | None) -> dict[str, jax.Array]:
         size = 1 if inputs is None else inputs.shape[0]
-        data = {self.output_name: jnp.zeros((size,) + self.output_shape)}
+        data = {self.output_name: jnp.zeros((size,) + self.output_shape, self.output_dtype)}
         if inputs is not None:
             data[self.input_name] = inputs
         return data
@@ -187,15 +212,63 @@ class ObservationModel:
 
 _CACHE: dict[tuple, ObservationModel] = {}
 _CACHE_SIZE = 64  # distinct (model, shapes) pairs kept; a trace costs milliseconds to redo
+# The ModelSpec of each Problem, while the Problem lives (weak keys: nothing here keeps a
+# user's Problem, or its data, alive).
+_PROBLEM_SPECS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def as_model_spec(model: ModelSpec | Problem) -> ModelSpec:
+    """The `ModelSpec` geometry works with: `model` itself, or one describing a `Problem`.
+
+    For a Problem built from a NumPyro model the spec's model is that model (with the
+    Problem's `model_kwargs` bound) and its "simulator" only returns zeros of the data's
+    per-example shapes and dtypes: geometry needs the data's layout, never new data, and
+    the spec holds no array of the Problem. The same Problem gives the same spec (so the
+    compiled Fisher functions are reused).
+
+    Raises:
+      InputError: neither a ModelSpec nor a Problem, or a `Problem.from_loss` (it has a
+        loss but no observation distribution, which the Fisher information needs).
+    """
+    if isinstance(model, ModelSpec):
+        return model
+    if not isinstance(model, Problem):
+        raise InputError(
+            f"model must be a Problem or a ModelSpec from slt.models, got {type(model).__name__}"
+        )
+    if model.model is None:
+        raise InputError(
+            "this Problem was built by Problem.from_loss: it has a loss but no observation "
+            "distribution p(y | x, w), which the Fisher information needs; build the Problem "
+            "from a NumPyro model (Problem(model, data))"
+        )
+    if model not in _PROBLEM_SPECS:
+        _PROBLEM_SPECS[model] = _spec_of_problem(model)
+    return _PROBLEM_SPECS[model]
+
+
+def _spec_of_problem(problem: Problem) -> ModelSpec:
+    layout = {key: (tuple(value.shape[1:]), value.dtype) for key, value in problem.data.items()}
+
+    def zeros_like_data(key, values, n):
+        return {name: jnp.zeros((n,) + shape, dtype) for name, (shape, dtype) in layout.items()}
+
+    kwargs = dict(problem.model_kwargs)
+    model = functools.partial(problem.model, **kwargs) if kwargs else problem.model
+    return ModelSpec(
+        name=getattr(problem.model, "__name__", "model"), model=model, num_params=problem.dim,
+        prior="the Problem's", site_names=problem.site_names, simulate_fn=zeros_like_data,
+    )
 
 
 def observation_model(
-    spec: ModelSpec, params: Mapping[str, Any]
+    model: ModelSpec | Problem, params: Mapping[str, Any]
 ) -> tuple[ObservationModel, dict[str, np.ndarray]]:
-    """Validate a parameter point of `spec` and describe its observation density.
+    """Validate a parameter point of `model` and describe its observation density.
 
     Args:
-      spec: a model of `slt.models` (any `ModelSpec` with one observed site).
+      model: a `ModelSpec` (any with one observed site) or a `Problem` built from a NumPyro
+        model (`as_model_spec`).
       params: {site: constrained value} for every latent site, finite, in the site's support
         or on its boundary (pi = 0 is allowed).
 
@@ -205,10 +278,9 @@ def observation_model(
 
     Raises:
       ValueError: unknown or missing sites, non-finite values, wrong shapes, values outside
-        the support.
+        the support; InputError: what `as_model_spec` refuses.
     """
-    if not isinstance(spec, ModelSpec):
-        raise ValueError(f"model must be a ModelSpec from slt.models, got {type(spec).__name__}")
+    spec = as_model_spec(model)
     values = _validated_values(spec, params)
     key = (spec, tuple(v.shape for v in values.values()))
     if key not in _CACHE:
@@ -252,8 +324,16 @@ def _build(spec: ModelSpec, values: dict[str, np.ndarray]) -> ObservationModel:
             f"{spec.name}: site_names {spec.site_names} disagree with the model's sites {latent}"
         )
     observed = [n for n in observed if not (n.startswith("_") and n.endswith("_log_det"))]
-    if len(observed) != 1 or observed[0] not in template:
-        raise ValueError(f"{spec.name}: Fisher geometry needs exactly one observed site y")
+    if len(observed) != 1:
+        raise ValueError(
+            f"{spec.name}: Fisher geometry needs exactly one observed site y, the model has "
+            f"{observed or 'none'}"
+        )
+    if observed[0] not in template:
+        raise ValueError(
+            f"{spec.name}: the observed site {observed[0]!r} must be named after its data "
+            f"argument (one of {sorted(template)}), so that y can be passed as {observed[0]}=y"
+        )
     output_name = observed[0]
     inputs = [k for k in template if k != output_name]
     if len(inputs) > 1:
@@ -277,7 +357,7 @@ def _build(spec: ModelSpec, values: dict[str, np.ndarray]) -> ObservationModel:
     ):
         family = "normal_mixture"
     else:
-        family = "other"
+        family = family_of(base) or "other"
     input_name = inputs[0] if inputs else None
     observation = ObservationModel(
         spec=spec,
@@ -288,6 +368,9 @@ def _build(spec: ModelSpec, values: dict[str, np.ndarray]) -> ObservationModel:
         input_name=input_name,
         supports=tuple(supports),
         family=family,
+        distribution_name=type(base).__name__,
+        output_dtype=np.dtype(template[output_name].dtype),
+        num_classes=int(jnp.shape(base.logits)[-1]) if family == "categorical" else None,
     )
     if family != "normal":
         return observation

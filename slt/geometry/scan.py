@@ -40,6 +40,7 @@ from slt.geometry.spectrum import (
     spectrum_summary,
 )
 from slt.models.base import ModelSpec
+from slt.problem import Problem
 from slt.results import Persistable
 from slt.validation import require_int
 
@@ -191,7 +192,7 @@ def _points_per_step(chunk: int) -> int | None:
 
 
 def fisher_scan(
-    model: ModelSpec,
+    model: ModelSpec | Problem,
     params: Mapping[str, Any],
     axes: Mapping[Any, Any],
     *,
@@ -209,8 +210,8 @@ def fisher_scan(
     """Fisher rank, log det and extreme eigenvalues over a 1-D or 2-D grid of coordinates.
 
     Args:
-      model, params: the model and the base point (as in `fisher_information`); the
-        coordinates not scanned stay at their values in `params`.
+      model, params: the model (a `Problem` or a `ModelSpec`) and the base point (as in
+        `fisher_information`); the coordinates not scanned stay at their values in `params`.
       axes: {coordinate: 1-D grid} with one or two entries. A coordinate is a scalar site's
         name ("mu"), a coordinate label ("V[1,0]") or (site, index) (("V", (1, 0))).
         Grid values are in the chosen `coordinates` and must stay in the support.
@@ -273,7 +274,7 @@ def fisher_scan(
         variables,
         coords={name: grid for name, grid in zip(names, grids, strict=True)},
         attrs={
-            "model": model.name,
+            "model": setup.observation.spec.name,
             "kind": kind,
             "coordinates": coordinates,
             "dim": setup.coordinates.dim,
@@ -288,7 +289,7 @@ def fisher_scan(
         kind=kind,
         coordinates=coordinates,
         rank_tol=rank_tol,
-        model_name=model.name,
+        model_name=setup.observation.spec.name,
         base=setup.values,
         seconds=seconds,
     )

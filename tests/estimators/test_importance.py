@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from slt import models
-from slt.samplers.importance import importance_log_evidence
+from slt.samplers.importance import default_components, importance_log_evidence
 from slt.validation import InputError
 
 from .evidence_cases import conjugate_regression
@@ -84,7 +84,11 @@ def test_bad_input(separated_mixture):
     with pytest.raises(InputError, match="dim=5"):
         importance_log_evidence(symmetric, jax.random.key(0), draws[:, :4])
     with pytest.raises(InputError, match="at least"):
-        importance_log_evidence(symmetric, jax.random.key(0), draws[:10])
+        importance_log_evidence(symmetric, jax.random.key(0), draws[:5])  # d = 5
+    with pytest.raises(InputError, match="at least"):
+        importance_log_evidence(symmetric, jax.random.key(0), draws[:20], num_components=16)
+    assert default_components(2000, 8) == 16 and default_components(800, 8) == 9
+    assert default_components(10, 5) == 1
     with pytest.raises(InputError, match="finite"):
         importance_log_evidence(symmetric, jax.random.key(0), np.full_like(draws, np.nan))
     with pytest.raises(InputError, match="num_draws"):

@@ -74,13 +74,18 @@ def affine_regression():
 
 
 class _CompileCounter:
-    """Counts XLA backend compilations while active (`with count_compiles() as counter:`)."""
+    """Counts XLA backend compilations while active (`with count_compiles() as counter:`);
+    `count_compiles("summarize")` counts only programs whose name contains that text (an
+    eager conversion of a new shape compiles a small program of its own)."""
 
-    def __init__(self):
+    def __init__(self, only: str | None = None):
         self.count = 0
+        self.only = only
 
     def _listener(self, name, seconds, **kwargs):
-        if name == "/jax/core/compile/backend_compile_duration":
+        if name == "/jax/core/compile/backend_compile_duration" and (
+            self.only is None or self.only in kwargs.get("fun_name", "")
+        ):
             self.count += 1
 
     def __enter__(self):

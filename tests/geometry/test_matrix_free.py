@@ -71,7 +71,7 @@ def test_few_lanczos_steps_give_converged_top_and_a_rank_lower_bound(wide_linear
 
 def test_matrix_free_rejects_what_it_cannot_do():
     mixture = models.fixed_component_mixture()
-    with pytest.raises(ValueError, match="Gaussian-noise models"):
+    with pytest.raises(ValueError, match="Gaussian-noise and exponential-family"):
         fisher_vector_product(mixture, {"pi": 0.5, "mu": 1.0, "sigma": 1.0}, x=None)
     spec = models.linear_regression(2)
     with pytest.raises(ValueError, match="num_steps"):
