@@ -311,9 +311,8 @@ def test_a_misshapen_parameter_is_refused_not_broadcast():
 def test_exchangeable_sites_are_validated_and_carried_by_the_mixture_builders():
     data = {"y": jnp.linspace(-1.0, 1.0, 20)}
     assert models.gaussian_mixture(3).problem(data).exchangeable == ("means", "scales", "weights")
-    assert models.gaussian_mixture(2, shared_scale=True).problem(data).exchangeable == (
-        "means", "weights")
-    assert models.gaussian_mixture(1).problem(data).exchangeable == ()
+    assert models.gaussian_mixture(2, shared_scale=True).exchangeable == ("means", "weights")
+    assert models.gaussian_mixture(1).exchangeable == ()
     model = models.gaussian_mixture(3).model
     assert Problem(model, data, exchangeable="means").exchangeable == ("means",)
     with pytest.raises(InputError, match="latent sites"):

@@ -18,6 +18,7 @@ from slt.natural_gradient import natural_gradient_fit
 from slt.validation import InputError
 
 N, D, K = 60, 3, 4
+TRIALS = 5
 
 
 def logistic(x, y=None):
@@ -36,6 +37,12 @@ def poisson(x, y=None):
     w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([D]).to_event(1))
     with numpyro.plate("data", x.shape[0]):
         numpyro.sample("y", dist.Poisson(jnp.exp(x @ w)), obs=y)
+
+
+def binomial(x, y=None):
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([D]).to_event(1))
+    with numpyro.plate("data", x.shape[0]):
+        numpyro.sample("y", dist.Binomial(TRIALS, logits=x @ w), obs=y)
 
 
 def softmax(x, y=None):
@@ -79,10 +86,15 @@ def test_logistic_regression_fisher_is_mean_p_one_minus_p_x_xt(model, x):
     assert fisher.num_inputs == N and fisher.kind == "exact"
 
 
-def test_poisson_and_softmax_regression_in_closed_form(x):
+def test_binomial_poisson_and_softmax_regression_in_closed_form(x):
     rate = np.exp(x @ W0)
     problem = problem_of(poisson, x, np.round(rate))
     expected = np.einsum("i,ij,ik->jk", rate, x, x) / N
+    np.testing.assert_allclose(fisher_information(problem, {"w": W0}).matrix, expected,
+                               rtol=1e-10)
+    p = 1 / (1 + np.exp(-x @ W0))
+    problem = problem_of(binomial, x, np.full(N, 2.0))
+    expected = np.einsum("i,ij,ik->jk", TRIALS * p * (1 - p), x, x) / N
     np.testing.assert_allclose(fisher_information(problem, {"w": W0}).matrix, expected,
                                rtol=1e-10)
     W = np.asarray(jax.random.normal(jax.random.key(1), (D, K)), np.float64)
@@ -103,7 +115,7 @@ def test_poisson_and_softmax_regression_in_closed_form(x):
     assert empirical.kind == "empirical" and empirical.matrix.shape == (D * K, D * K)
 
 
-@pytest.mark.parametrize("model", [logistic, poisson, softmax])
+@pytest.mark.parametrize("model", [binomial, poisson, softmax])  # (Bernoulli: Binomial(1))
 def test_monte_carlo_agrees_with_exact_within_four_standard_errors(model, x):
     y = np.zeros(N, np.int32 if model is softmax else np.float64)
     problem = problem_of(model, x, y)
