@@ -122,7 +122,7 @@ def test_monte_carlo_agrees_with_exact_within_four_standard_errors(model, x):
     point = {"W": np.asarray(jax.random.normal(jax.random.key(2), (D, K)))} if (
         model is softmax) else {"w": W0}
     exact = fisher_information(problem, point)
-    monte_carlo = fisher_information(problem, point, kind="monte_carlo", num_samples=400,
+    monte_carlo = fisher_information(problem, point, kind="monte_carlo", num_samples=200,
                                      key=jax.random.key(3))
     z = np.abs(monte_carlo.matrix - exact.matrix) / np.maximum(monte_carlo.standard_error,
                                                                 1e-12)
