@@ -298,9 +298,12 @@ class Problem:
         """Inverse of `ravel`."""
         return self._unravel(flat)
 
-    def take(self, indices: jax.Array) -> Batch:
-        """The batch of examples at `indices` (along the example axis)."""
-        return {key: value[indices] for key, value in self.data.items()}
+    def take(self, indices: jax.Array, data: Batch | None = None) -> Batch:
+        """The batch of examples at `indices` (along the example axis) of `data` (default:
+        the problem's own). Jitted programs pass the data in as an argument and take from it,
+        so that the arrays are not compiled into the program as constants."""
+        data = self.data if data is None else data
+        return {key: value[indices] for key, value in data.items()}
 
     def minibatch(self, key: jax.Array, size: int) -> Batch:
         """A batch of `size` distinct examples drawn uniformly without replacement."""

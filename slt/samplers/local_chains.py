@@ -245,7 +245,7 @@ def run_chains(
         carry, chain_keys, per_chain = jax.device_put((carry, chain_keys, per_chain), sharding)
     arguments = (
         carry, chain_keys, per_chain, center_flat, center_losses,
-        jnp.asarray(center_full_loss, dtype),
+        jnp.asarray(center_full_loss, dtype), problem.data,
     )
 
     start = time.perf_counter()
@@ -366,8 +366,11 @@ def _run_chunk(
     center,
     center_losses,
     reference_loss,
+    data,
     first_step,
 ):
+    """`chunk_size` SGLD steps of every chain from `first_step`. The data are an argument (not
+    constants of the compiled program): compile time and memory do not grow with them."""
     problem = config.problem
     steps_per_epoch = problem.n // config.batch_size
     threshold = divergence_threshold(problem.dim)
@@ -386,7 +389,7 @@ def _run_chunk(
         first = (step % steps_per_epoch) * config.batch_size
         indices = epoch_indices(jax.random.fold_in(chain_key, 1), step // steps_per_epoch,
                                 first + jnp.arange(config.batch_size), problem.n)
-        batch = problem.take(indices)
+        batch = problem.take(indices, data)
         value_and_grad = jax.value_and_grad(log_target, has_aux=True)
         (log_density, loss), gradient = value_and_grad(state.position, batch, gamma, nbeta)
         new_state, diagonal = algorithm.step(
@@ -411,7 +414,7 @@ def _run_chunk(
                 jax.random.fold_in(jax.random.fold_in(chain_key, step), 1)
             )
             other_batch = problem.take(
-                jax.random.randint(batch_key, (config.batch_size,), 0, problem.n)
+                jax.random.randint(batch_key, (config.batch_size,), 0, problem.n), data
             )
             probe = jax.random.rademacher(probe_key, state.position.shape, loss.dtype)
 

@@ -137,14 +137,22 @@ def whitening_factor(points):
     return jnp.linalg.cholesky(covariance + jitter * jnp.eye(points.shape[1], dtype=points.dtype))
 
 
-def fit_cross_mixtures(key, position, num_components: int):
-    """Mixtures fitted to the first and to the second half of the particles, in that order."""
+def _halves(position):
+    """The first 2 * (N // 2) rows as two halves, shape (2, N // 2, ...); with N odd the last
+    particle belongs to neither (it is moved by the gradient moves alone)."""
     half = position.shape[0] // 2
-    return tuple(
-        fit_gaussian_mixture(jax.random.fold_in(key, index), points, whitening_factor(points),
-                             num_components=num_components)
-        for index, points in enumerate((position[:half], position[half:]))
-    )
+    return position[:2 * half].reshape(2, half, *position.shape[1:])
+
+
+def fit_cross_mixtures(key, position, num_components: int):
+    """Mixtures fitted to the first and to the second half of the particles (`_halves`), as
+    one `GaussianMixture` whose arrays have a leading axis of 2, in that order."""
+
+    def fit(index, points):
+        return fit_gaussian_mixture(jax.random.fold_in(key, index), points,
+                                    whitening_factor(points), num_components=num_components)
+
+    return jax.vmap(fit)(jnp.arange(2), _halves(position))
 
 
 def _independence_moves(key, position, loglik, log_target_values, mixture):
@@ -154,8 +162,9 @@ def _independence_moves(key, position, loglik, log_target_values, mixture):
     """
     proposal_key, accept_key = jax.random.split(key)
     proposal = sample_mixture(proposal_key, mixture, position.shape[0])
-    value, _ = log_target_values(position)
-    new_value, new_loglik = log_target_values(proposal)
+    size = position.shape[0]
+    values, logliks = log_target_values(jnp.concatenate([position, proposal]))  # one trace
+    value, new_value, new_loglik = values[:size], values[size:], logliks[size:]
     log_ratio = (new_value - value + mixture_log_density(position, mixture)
                  - mixture_log_density(proposal, mixture))
     log_ratio = jnp.where(jnp.isnan(log_ratio), -jnp.inf, log_ratio)
@@ -178,24 +187,21 @@ def cross_fitted_independence_sweep(key, position, loglik, log_target_values, mi
       mixtures: `fit_cross_mixtures(key, position_at_fit, ...)`.
 
     Returns:
-      (position, loglik, mean acceptance probability).
+      (position, loglik, mean acceptance probability over the moved particles).
 
     Why cross-fitted: a proposal fitted to the particle being moved depends on that particle's
     own position, and the move is then not invariant for the target. Measured with tempered
     SMC on a Gaussian likelihood with the exact evidence (Old Faithful, K = 1, d = 2): 8
     components fitted to all 500 particles gave log Z 0.155 +- 0.049 too high; fitted to the
     other half, 0.027 +- 0.029 too low. Resampled duplicates are contiguous, so at most one
-    ancestor has offspring in both halves.
+    ancestor has offspring in both halves. The mixtures were fitted before either half moves,
+    so the two halves move independently of each other, side by side (`vmap`: one trace of
+    the target in the compiled program instead of two).
     """
-    half = position.shape[0] // 2
-    rates = []
-    # The second half moves with the mixture fitted to the first, and then the first with the
-    # mixture fitted to the second.
-    for index, (lo, hi) in enumerate(((half, position.shape[0]), (0, half))):
-        moved, moved_loglik, rate = _independence_moves(
-            jax.random.fold_in(key, index), position[lo:hi], loglik[lo:hi], log_target_values,
-            mixtures[index],
-        )
-        position, loglik = position.at[lo:hi].set(moved), loglik.at[lo:hi].set(moved_loglik)
-        rates.append(rate * (hi - lo))
-    return position, loglik, sum(rates) / position.shape[0]
+    other = jax.tree_util.tree_map(lambda leaf: leaf[::-1], mixtures)
+    moved, moved_loglik, rates = jax.vmap(
+        lambda *args: _independence_moves(*args[:3], log_target_values, args[3])
+    )(jax.random.split(key), _halves(position), _halves(loglik), other)
+    count = 2 * moved_loglik.shape[1]
+    position = position.at[:count].set(moved.reshape(count, -1))
+    return position, loglik.at[:count].set(moved_loglik.reshape(count)), jnp.mean(rates)

@@ -1,10 +1,12 @@
 """Standard normal Langevin noise, drawn with Threefry-2x32 written out in `jax.numpy`.
 
 An SGLD step needs one N(0, 1) draw per parameter. `jax.random.normal` draws the bits with
-Threefry-2x32 (Salmon et al. 2011, "Parallel random numbers: as easy as 1, 2, 3"; 20 rounds),
-whose CPU lowering took 1.0 ms for 4 x 100 600 words, a fifth of a minibatch gradient of a
-100k-parameter network; the same cipher written out here in uint32 array operations, which
-XLA fuses and vectorises, takes half that. The bits are then mapped to normals as
+Threefry-2x32 (Salmon et al. 2011, "Parallel random numbers: as easy as 1, 2, 3"; 20 rounds)
+or XLA's RngBitGenerator ("rbg", "unsafe_rbg"), whose CPU lowerings do not vectorise: the same
+cipher written out here in uint32 array operations, which XLA fuses and vectorises, draws
+4 x 100 600 normals 5.9x faster than `jax.random.normal` with Threefry keys and 6.7x faster
+than with rbg keys on CPU, and as fast as either on a GPU (benchmarks/RESULTS.md, "Langevin
+noise"; `benchmarks/noise_generators.py`). The bits are then mapped to normals as
 `jax.random.normal` does, by the inverse error function.
 
 The generator: counter block (c, 0), c = 0, 1, ..., encrypted under the two 32-bit words of

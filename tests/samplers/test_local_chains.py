@@ -201,3 +201,19 @@ def test_sharded_chains_give_the_same_numbers():
     one, four = _run_with_devices(1), _run_with_devices(4)
     assert one["devices"] == 1 and four["devices"] == 4
     np.testing.assert_allclose(four["per_chain"], one["per_chain"], rtol=1e-10)
+
+
+def test_the_chunk_program_takes_the_data_as_an_argument(key):
+    """The data reach the compiled program as an argument, not as constants compiled into it:
+    its argument buffers hold them, so compile time and memory do not grow with n."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5000, 20)).astype(np.float32)
+
+    def nll(params, batch):
+        return 0.5 * (batch["y"] - batch["x"] @ params["w"]) ** 2
+
+    problem = Problem.from_loss(nll, {"w": jnp.zeros(20)}, {"x": x, "y": x.sum(1)})
+    run_chains(problem, {"w": jnp.zeros(20)}, key, num_chains=2, num_steps=4, step_size=1e-6,
+               gamma=1.0, nbeta=1.0, batch_size=100, mala_every=2, progress=False)
+    compiled = next(reversed(local_chains._COMPILED.values()))
+    assert compiled.memory_analysis().argument_size_in_bytes >= x.nbytes
