@@ -73,13 +73,28 @@ def _compare_time() -> str:
     problems = {f"K={k}": old_faithful_mixture(k) for k in (1, 2, 3, 4)}
     result, seconds = _timed(slt.compare, problems, jax.random.key(0), progress=False)
     table = result.table
-    return (
+    lines = [
         f"`slt.compare` of K = 1…4 (every default criterion, one tempered path per model) took "
         f"**{seconds:.0f} s** (target: 60 s). Reference F in it: "
         + ", ".join(f"{name} {row.free_energy:.3f} ± {row.free_energy_se:.2f}"
                     for name, row in table.iterrows())
-        + "; choices: " + ", ".join(f"{c}: {m}" for c, m in result.choices.items()) + "."
-    )
+        + "; choices: " + ", ".join(f"{c}: {m}" for c, m in result.choices.items()) + ".",
+        "",
+        "Seconds per step (`ComparisonResult.timings`; the path's compilation, SMC and "
+        "importance sampling from its result):",
+        "",
+        "| model | " + " | ".join(result.timings.columns)
+        + " | path: SMC compile | SMC run | importance sampling |",
+        "|---|" + "---|" * (len(result.timings.columns) + 3),
+    ]
+    for name, times in result.timings.iterrows():
+        path = result.results[name]["free_energy"]
+        sampling = path.importance_run.run_time if path.importance_run else float("nan")
+        lines.append(
+            f"| {name} | " + " | ".join(f"{value:.1f}" for value in times)
+            + f" | {path.run.compile_time:.1f} | {path.run.run_time:.1f} | {sampling:.1f} |"
+        )
+    return "\n".join(lines)
 
 
 def run() -> str:

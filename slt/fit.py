@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +12,7 @@ import optax
 import optax.tree_utils as otu
 import pandas as pd
 
+from slt import compile_cache
 from slt.problem import Params, Problem
 from slt.results import Persistable
 from slt.validation import (
@@ -156,8 +156,8 @@ def fit_map(
         starts = starts.at[0].set(problem.ravel(init).astype(starts.dtype))
     finals, logliks, log_priors, grad_norms = (
         np.array(a)
-        for a in _restarts_program(problem, prior, adam_steps, learning_rate, lbfgs_steps,
-                                   grad_tol)(starts)
+        for a in _restarts_program(problem, starts, prior, adam_steps, learning_rate,
+                                   lbfgs_steps, grad_tol)(starts, problem.data)
     )
     objectives = np.asarray(logliks + log_priors if prior else logliks, dtype=np.float64)
     objectives[~np.isfinite(objectives)] = np.nan
@@ -183,32 +183,38 @@ def fit_map(
     )
 
 
-@functools.lru_cache(maxsize=16)  # bounded: every compiled program holds memory mappings
-def _restarts_program(problem, prior, adam_steps, learning_rate, lbfgs_steps, grad_tol):
-    """The jitted fit of a batch of starting points for these settings, built once per
-    (problem, settings) while among the 16 most recent: repeated fits of one problem compile
-    once (jit caches by shape).
+def _restarts_program(problem, starts, *settings):
+    """The compiled fit of a batch of starting points of this shape for these settings
+    (`_compile_restarts`), compiled once per problem and settings (`slt.compile_cache`)."""
+    signature = ("fit restarts", starts.shape, starts.dtype, settings)
+    program, _ = compile_cache.compiled_for(
+        problem, signature, lambda: _compile_restarts(problem, starts, *settings)
+    )
+    return program
 
-    Maps starts (restart, dim) to (final points, log-likelihoods, log priors, gradient norms of
-    the total objective)."""
-    def evaluate(flat):
+
+def _compile_restarts(problem, starts, prior, adam_steps, learning_rate, lbfgs_steps, grad_tol):
+    """Compiled: (starts (restart, dim), data) -> (final points, log-likelihoods, log priors,
+    gradient norms of the total objective). The data are an argument, not constants."""
+    def evaluate(flat, data):
         params = problem.unravel(flat)
-        return jnp.sum(problem.loglik(params, problem.data)), problem.log_prior(params)
+        return jnp.sum(problem.loglik(params, data)), problem.log_prior(params)
 
-    def total_objective(flat):
-        loglik, log_prior = evaluate(flat)
+    def total_objective(flat, data):
+        loglik, log_prior = evaluate(flat, data)
         return -(loglik + log_prior) if prior else -loglik
 
-    def per_example(flat):
-        value = total_objective(flat) / problem.n
-        return jnp.where(jnp.isfinite(value), value, jnp.inf)
+    def fit_one(x0, data):
+        def per_example(flat):
+            value = total_objective(flat, data) / problem.n
+            return jnp.where(jnp.isfinite(value), value, jnp.inf)
 
-    def fit_one(x0):
         flat = _adam_then_lbfgs(per_example, x0, adam_steps, learning_rate, lbfgs_steps, grad_tol)
-        loglik, log_prior = evaluate(flat)
-        return flat, loglik, log_prior, jnp.linalg.norm(jax.grad(total_objective)(flat))
+        loglik, log_prior = evaluate(flat, data)
+        return flat, loglik, log_prior, jnp.linalg.norm(jax.grad(total_objective)(flat, data))
 
-    return jax.jit(jax.vmap(fit_one))
+    program = jax.jit(jax.vmap(fit_one, in_axes=(0, None)))
+    return program.lower(starts, problem.data).compile()
 
 
 def _adam_then_lbfgs(objective, x0, adam_steps, learning_rate, lbfgs_steps, grad_tol):

@@ -48,6 +48,7 @@ relabelling; Laplace counts one mode (pass `laplace_options={"num_modes": ...}` 
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -141,6 +142,8 @@ class ComparisonResult(Persistable):
       results: model -> method -> the estimator's result object (FitResult under "fit").
       methods: the methods run.
       warnings: "model: message" for every diagnostic an estimator raised.
+      timings: seconds each step took, one row per model, one column per step ("fit", then
+        the methods in the order they ran; compilation included): where the time went.
     """
 
     table: pd.DataFrame
@@ -148,6 +151,7 @@ class ComparisonResult(Persistable):
     results: dict[str, dict[str, object]] = field(repr=False)
     methods: tuple[str, ...]
     warnings: tuple[str, ...] = ()
+    timings: pd.DataFrame | None = field(default=None, repr=False)
 
     def summary(self) -> pd.DataFrame:
         """The comparison table."""
@@ -319,21 +323,24 @@ def compare(
         # the path (the reference F) first: the other methods read it
         options["free_energy"] = {"smc": options["free_energy"], "rlct": options["rlct"]}
         order = ("fit", "free_energy", *(m for m in _ordered(per_model) if m != "free_energy"))
-    rows, results, messages = {}, {}, []
+    rows, results, messages, timings = {}, {}, [], {}
     steps = [(name, method) for name in problems for method in order]
     with tqdm(total=len(steps), desc="compare", disable=not progress) as bar:
         for index, (name, problem) in enumerate(problems.items()):
             model_key = jax.random.fold_in(key, index)
             results[name] = {}
             row = {"d": problem.dim, "n": problem.n, "source": sampler}
+            timings[name] = {}
             for step, method in enumerate(order):
                 bar.set_description(f"compare: {name} {method}")
+                start = time.perf_counter()
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
                     result = runners[method](
                         problem, jax.random.fold_in(model_key, step), results[name],
                         options[method],
                     )
+                timings[name][method] = time.perf_counter() - start
                 messages += [f"{name}: {w.message}" for w in caught]
                 results[name][method] = result
                 row.update(_COLUMNS.get(method, lambda r: {})(result))
@@ -357,7 +364,8 @@ def compare(
             f"result.warnings", stacklevel=2,
         )
     return ComparisonResult(
-        table=table, choices=choices, results=results, methods=methods, warnings=tuple(messages)
+        table=table, choices=choices, results=results, methods=methods, warnings=tuple(messages),
+        timings=pd.DataFrame.from_dict(timings, orient="index"),
     )
 
 

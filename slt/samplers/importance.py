@@ -69,6 +69,9 @@ DEFENSIVE_SCALE = 2.0
 # Pareto k-hat above which importance sampling is unreliable (Vehtari et al. 2024, sec. 3).
 PARETO_K_LIMIT = 0.7
 _BATCH = 1024  # draws per evaluation batch (bounds memory at large n)
+# EM and the draws from q compiled once per shape (JAX's own cache), not run op by op.
+_fit_mixture = jax.jit(fit_gaussian_mixture, static_argnames=("num_components", "num_iterations"))
+_sample_mixture = jax.jit(sample_mixture, static_argnums=2)
 
 
 def default_components(num_points: int, dim: int) -> int:
@@ -219,10 +222,10 @@ def importance_log_evidence(
     if canonical is not None:
         points = jax.jit(jax.vmap(canonical))(points)
     fit_key, draw_key, order_key = jax.random.split(key, 3)
-    mixture = fit_gaussian_mixture(fit_key, points, whitening_factor(points),
-                                   num_components=num_components, num_iterations=num_iterations)
+    mixture = _fit_mixture(fit_key, points, whitening_factor(points),
+                           num_components=num_components, num_iterations=num_iterations)
     mixture = _with_defensive(mixture, points)
-    proposals = sample_mixture(draw_key, mixture, num_draws)
+    proposals = _sample_mixture(draw_key, mixture, num_draws)
     if permute is not None:
         chosen = jax.random.randint(order_key, (num_draws,), 0, orders.shape[0])
         proposals = jax.jit(jax.vmap(permute))(proposals, jnp.asarray(orders)[chosen])
@@ -232,10 +235,11 @@ def importance_log_evidence(
 
 
 def _log_weights(problem, proposals, data, mixture, permute, orders):
-    """l(w) + log p(w) - log q_G(w) for every proposal, in batches (data as an argument)."""
+    """l(w) + log p(w) - log q_G(w) for every proposal, in batches of one shape (the last one
+    padded with copies of the first draw; data and mixture as arguments)."""
 
     @jax.jit
-    def batch_weights(batch, data):
+    def batch_weights(batch, data, mixture):
         def log_target(flat):
             params = problem.unravel(flat)
             return jnp.sum(problem.loglik(params, data)) + problem.log_prior(params)
@@ -244,8 +248,11 @@ def _log_weights(problem, proposals, data, mixture, permute, orders):
         value = target - _symmetrised_log_density(batch, mixture, permute, orders)
         return jnp.where(jnp.isnan(value), -jnp.inf, value)
 
-    return jnp.concatenate([batch_weights(proposals[i:i + _BATCH], data)
-                            for i in range(0, proposals.shape[0], _BATCH)])
+    size = proposals.shape[0]
+    padded = jnp.concatenate([proposals, jnp.broadcast_to(proposals[:1], (-size % _BATCH,
+                                                                          proposals.shape[1]))])
+    return jnp.concatenate([batch_weights(padded[i:i + _BATCH], data, mixture)
+                            for i in range(0, size, _BATCH)])[:size]
 
 
 def _summarise(log_weights, num_permutations, num_components, seconds) -> ImportanceRun:

@@ -36,7 +36,6 @@ and step t's randomness depends only on (key, chain, t).
 
 from __future__ import annotations
 
-import collections
 import functools
 import os
 import time
@@ -48,6 +47,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
 
+from slt import compile_cache
 from slt.problem import Problem
 from slt.samplers.checkpoint import Checkpoint, join_records
 from slt.samplers.sgld import SGLDState, mala_log_acceptance, sgld
@@ -326,36 +326,23 @@ def _chain_sharding(num_chains: int):
     return NamedSharding(Mesh(np.array(devices), ("chains",)), PartitionSpec("chains"))
 
 
-# The most recently used chunk programs, at most MAX_CACHED. Every compiled XLA CPU program
-# holds memory mappings of its own; keeping all of them (a new Problem is a new configuration)
-# ran a long benchmark session into the kernel's limit on mappings ("LLVM compilation error:
-# Cannot allocate memory").
-MAX_CACHED = 16
-_COMPILED: collections.OrderedDict = collections.OrderedDict()
-_compilations = 0
-
-
 def _compile(config: _Config, arguments):
-    """The chunk program for `config` and these argument shapes/shardings, compiled once
-    (while among the MAX_CACHED most recently used)."""
-    global _compilations
+    """(The chunk program for `config` and these argument shapes/shardings, whether it was
+    already compiled): one per configuration, kept with the problem (`slt.compile_cache`)."""
     leaves, structure = jax.tree.flatten(arguments)
-    signature = (config, structure, tuple((a.shape, a.dtype, a.sharding) for a in leaves))
-    if signature in _COMPILED:
-        _COMPILED.move_to_end(signature)
-        return _COMPILED[signature], True
+    signature = (
+        "sgld chunk", config._replace(problem=None), structure,
+        tuple((a.shape, a.dtype, a.sharding) for a in leaves),
+    )
     program = jax.jit(functools.partial(_run_chunk, config))
-    compiled = program.lower(*arguments, jnp.asarray(0)).compile()
-    _COMPILED[signature] = compiled
-    _compilations += 1
-    while len(_COMPILED) > MAX_CACHED:
-        _COMPILED.popitem(last=False)
-    return compiled, False
+    return compile_cache.compiled_for(
+        config.problem, signature, lambda: program.lower(*arguments, jnp.asarray(0)).compile()
+    )
 
 
 def compile_count() -> int:
     """How many chunk programs have been compiled in this process (for recompilation tests)."""
-    return _compilations
+    return compile_cache.compile_count("sgld chunk")
 
 
 def _run_chunk(

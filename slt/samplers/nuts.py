@@ -37,6 +37,7 @@ import numpy as np
 from numpyro.infer.hmc import hmc
 from tqdm.auto import tqdm
 
+from slt import compile_cache
 from slt.problem import Params, Problem
 from slt.samplers.checkpoint import Checkpoint, join_records
 from slt.validation import require_in_interval, require_int, require_params, require_positive
@@ -120,8 +121,16 @@ class _Config(NamedTuple):
     max_tree_depth: int
 
 
-@functools.lru_cache(maxsize=32)
 def _compiled(config: _Config, num_chains: int, chunk_length: int):
+    """((init, run_chunk, compile seconds), whether compiled before) for `config` and
+    `num_chains` chains: once per configuration, kept with the problem (`slt.compile_cache`)."""
+    return compile_cache.compiled_for(
+        config.problem, ("nuts", config._replace(problem=None), num_chains, chunk_length),
+        lambda: _compile(config, num_chains, chunk_length),
+    )
+
+
+def _compile(config: _Config, num_chains: int, chunk_length: int):
     """Compiled (init, run_chunk, compile seconds) for `config` and `num_chains` chains.
 
     `init(keys, starts, betas)` sets every chain up; `run_chunk(state, betas)` advances every
@@ -243,9 +252,9 @@ def sample_nuts(
         )
     total = int(num_warmup) + int(num_samples)
     chunk_length = min(int(chunk_size), total)
-    cached = _compiled.cache_info().hits
-    init_fn, run_chunk, compile_time = _compiled(config, num_chains, chunk_length)
-    if _compiled.cache_info().hits > cached:
+    (init_fn, run_chunk, compile_time), compiled_before = _compiled(config, num_chains,
+                                                                     chunk_length)
+    if compiled_before:
         compile_time = 0.0
     store = Checkpoint(
         checkpoint, "sample_nuts", **config._asdict(), betas=betas, num_samples=int(num_samples),

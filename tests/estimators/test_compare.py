@@ -47,6 +47,10 @@ def test_compare_nested_regressions_picks_the_true_dimension():
         assert result.choices[criterion] == best, criterion
     np.testing.assert_allclose(-table["laplace"], [exact["d=2"], exact["d=3"]], rtol=1e-6)
     assert set(result.results["d=2"]) == {"fit", *methods}
+    # where the time went: every step of every model, in the order the steps ran
+    assert list(result.timings.index) == ["d=2", "d=3"]
+    assert set(result.timings.columns) == {"fit", *methods} and result.timings.columns[0] == "fit"
+    assert np.all(result.timings.to_numpy() > 0)
     # WBIC is the rlct run at beta = 1 / log n, not a second sampler run
     assert result.results["d=2"]["wbic"] is result.results["d=2"]["rlct"].wbic()
     assert "ComparisonResult" in repr(result) and result.summary() is table

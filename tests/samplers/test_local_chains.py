@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from slt import Problem
+from slt import Problem, compile_cache
 from slt.samplers import local_chains
 from slt.samplers.local_chains import run_chains
 
@@ -215,5 +215,5 @@ def test_the_chunk_program_takes_the_data_as_an_argument(key):
     problem = Problem.from_loss(nll, {"w": jnp.zeros(20)}, {"x": x, "y": x.sum(1)})
     run_chains(problem, {"w": jnp.zeros(20)}, key, num_chains=2, num_steps=4, step_size=1e-6,
                gamma=1.0, nbeta=1.0, batch_size=100, mala_every=2, progress=False)
-    compiled = next(reversed(local_chains._COMPILED.values()))
+    compiled = next(reversed(compile_cache._PROGRAMS[problem].values()))
     assert compiled.memory_analysis().argument_size_in_bytes >= x.nbytes

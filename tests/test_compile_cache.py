@@ -1,0 +1,53 @@
+"""Compiled programs are kept with their Problem and released with it."""
+
+import gc
+import weakref
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from slt import compile_cache, fit_map, llc, models
+from slt.samplers.nuts import sample_nuts
+from slt.samplers.tempering import tempered_smc
+
+
+def _regression_problem():
+    spec = models.linear_regression(2, noise_scale=0.5, prior_precision=2.0)
+    data = spec.simulate(jax.random.key(1), {"w": jnp.array([1.0, -0.5])}, 100)
+    return spec.problem(data)
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_nothing_of_slt_holds_a_dropped_problem():
+    """After a fit, an LLC run, tempered SMC and NUTS on a problem, `del problem` and a
+    garbage collection leave no reference to it (its compiled programs go with it)."""
+    problem = _regression_problem()
+    key = jax.random.key(0)
+    fit = fit_map(problem, key, num_restarts=2, adam_steps=20, lbfgs_steps=5)
+    llc(problem, fit.params, key, num_chains=2, num_draws=20, num_burnin=10, step_size=1e-4,
+        batch_size=50, progress=False)
+    tempered_smc(problem, key, num_particles=40, num_copies=2, max_mcmc_steps=2, progress=False)
+    sample_nuts(problem, key, np.ones(2), num_warmup=20, num_samples=20, progress=False)
+    assert len(compile_cache._PROGRAMS[problem]) == 4
+    reference = weakref.ref(problem)
+    del problem, fit
+    gc.collect()
+    assert reference() is None
+
+
+def test_programs_are_kept_per_problem_up_to_the_limit():
+    problem = _regression_problem()
+    builds = []
+    for index in range(compile_cache.MAX_PER_PROBLEM + 2):
+        program, cached = compile_cache.compiled_for(problem, ("test", index),
+                                                     lambda: builds.append(1) or object())
+        assert not cached
+    again, cached = compile_cache.compiled_for(problem, ("test", 0), object)
+    assert not cached  # the oldest was dropped
+    last, cached = compile_cache.compiled_for(problem, ("test", compile_cache.MAX_PER_PROBLEM + 1),
+                                              object)
+    assert cached and last is program
+    assert len(compile_cache._PROGRAMS[problem]) == compile_cache.MAX_PER_PROBLEM
+    assert compile_cache.compile_count("test") >= compile_cache.MAX_PER_PROBLEM + 3
