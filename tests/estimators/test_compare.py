@@ -34,6 +34,7 @@ def test_compare_nested_regressions_picks_the_true_dimension():
     methods = ("bic", "laplace", "wbic", "rlct", "loo")  # free_energy: tested on its own
     result = compare(problems, jax.random.key(0), methods=methods,
                      rlct_options={"multipliers": (0.5, 1, 2, 4), "num_chains": 1},
+                     loo_options={"num_warmup": 500, "num_samples": 500},
                      sampler="nuts", progress=False)
     table = result.table
     assert list(table.index) == ["d=2", "d=3"] and list(table["d"]) == [2, 3]
