@@ -27,15 +27,10 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.llc_speed import _reset_peak_rss, _rss_mb
+
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ((10, 60_000), (784, 60_000), (10, 1_000_000), (784, 1_000_000))
-
-
-def _rss_mb() -> tuple[float, float]:
-    """(current, peak) resident set size of this process in MiB."""
-    with open("/proc/self/status") as status:
-        fields = dict(line.split(":", 1) for line in status)
-    return tuple(float(fields[name].split()[0]) / 1024 for name in ("VmRSS", "VmHWM"))
 
 
 def _child(features: int, n: int) -> dict:
@@ -57,8 +52,7 @@ def _child(features: int, n: int) -> dict:
         return 0.5 * residual**2 + 0.5 * jnp.log(2 * jnp.pi)
 
     problem = slt.Problem.from_loss(nll, {"w": jnp.asarray(w)}, {"x": x, "y": y})
-    with open("/proc/self/clear_refs", "w") as refs:
-        refs.write("5")  # VmHWM := VmRSS
+    _reset_peak_rss()
     before, _ = _rss_mb()
     start = time.perf_counter()
     with warnings.catch_warnings():

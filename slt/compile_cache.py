@@ -27,11 +27,11 @@ _PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _COMPILATIONS = collections.Counter()
 
 
-def compiled_for(problem, signature: Hashable, build: Callable[[], Any]) -> tuple[Any, bool]:
+def compiled_for(problem, signature: tuple, build: Callable[[], Any]) -> tuple[Any, bool]:
     """(`build()`'s program, False) the first time `signature` is asked for with `problem`,
     then (the same program, True) while it is among the problem's most recently used.
 
-    `signature` must name everything but the problem that changes the program (settings,
+    `signature`, a tuple, must name everything but the problem that changes the program (settings,
     argument shapes and dtypes); its first element names the program's kind, which
     `compile_count` counts by. What `build` returns must not reference the problem.
     """
@@ -41,7 +41,7 @@ def compiled_for(problem, signature: Hashable, build: Callable[[], Any]) -> tupl
         return programs[signature], True
     program = build()
     programs[signature] = program
-    _COMPILATIONS[signature[0] if isinstance(signature, tuple) else signature] += 1
+    _COMPILATIONS[signature[0]] += 1
     while len(programs) > MAX_PER_PROBLEM:
         programs.popitem(last=False)
     return program, False

@@ -334,9 +334,10 @@ def _compile(config: _Config, arguments):
         "sgld chunk", config._replace(problem=None), structure,
         tuple((a.shape, a.dtype, a.sharding) for a in leaves),
     )
-    program = jax.jit(functools.partial(_run_chunk, config))
     return compile_cache.compiled_for(
-        config.problem, signature, lambda: program.lower(*arguments, jnp.asarray(0)).compile()
+        config.problem, signature,
+        lambda: jax.jit(functools.partial(_run_chunk, config)).lower(
+            *arguments, jnp.asarray(0)).compile(),
     )
 
 
