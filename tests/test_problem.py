@@ -256,9 +256,9 @@ def test_non_finite_parameter_at_init_is_named(key):
     with pytest.raises(ValueError, match="site 'scale' is not finite at the initial point"):
         Problem(bad_prior, {"y": jnp.ones(2)})
 
-    def exploding_scale(y):
+    def exploding_scale(y):  # exp overflows or underflows unless |log_scale| < 0.07
         log_scale = numpyro.sample("log_scale", dist.Normal(0.0, 1.0))
-        w = numpyro.sample("w", dist.Normal(0.0, jnp.exp(1e3 * log_scale)))
+        w = numpyro.sample("w", dist.Normal(0.0, jnp.exp(1e4 * log_scale)))
         with numpyro.plate("data", y.shape[0]):
             numpyro.sample("y", dist.Normal(w, 1.0), obs=y)
 
