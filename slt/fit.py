@@ -11,10 +11,11 @@ import numpy as np
 import optax
 import optax.tree_utils as otu
 import pandas as pd
+import xarray as xr
 
 from slt import compile_cache
 from slt.problem import Params, Problem
-from slt.results import Persistable
+from slt.results import Persistable, point_variables
 from slt.validation import (
     require_int,
     require_key,
@@ -76,6 +77,32 @@ class FitResult(Persistable):
                 }
             ]
         )
+
+    def to_xarray(self) -> xr.Dataset:
+        """The fit as an xarray Dataset.
+
+        Returns:
+          ``restart_objective`` over dim ``restart`` (nats: the objective each restart reached,
+          in the order they ran, NaN for a diverged one); the optimum's constrained site values,
+          one variable per site with dims ``"<site>_dim_<i>"`` (`slt.results.point_variables`);
+          the scalars (loglik, log_prior, log_joint, grad_norm in nats; objective, num_restarts,
+          num_agree, agree_tol) as attrs.
+        """
+        return xr.Dataset(
+            {"restart_objective": (("restart",), np.asarray(self.restart_objectives)),
+             **point_variables(self.values)},
+            coords={"restart": np.arange(np.size(self.restart_objectives))},
+            attrs={"objective": self.objective, "loglik": self.loglik,
+                   "log_prior": self.log_prior, "log_joint": self.log_joint,
+                   "grad_norm": self.grad_norm, "num_restarts": self.num_restarts,
+                   "num_agree": self.num_agree, "agree_tol": self.agree_tol},
+        )
+
+    def plot(self, **kwargs):
+        """The restarts' objectives, best first, with the best and the `agree_tol` band."""
+        from slt.plots.fit import plot_fit
+
+        return plot_fit(self, **kwargs)
 
     def __repr__(self) -> str:
         return (

@@ -68,6 +68,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
+import xarray as xr
 
 from slt.geometry.fisher import prepare
 from slt.geometry.kernels import fisher_function
@@ -75,7 +76,7 @@ from slt.geometry.observation import as_model_spec, observation_model
 from slt.geometry.spectrum import DEFAULT_RANK_TOL, check_rank_tol
 from slt.models.base import ModelSpec
 from slt.problem import Params, Problem
-from slt.results import Persistable
+from slt.results import Persistable, point_variables
 from slt.validation import (
     InputError,
     require_instance,
@@ -475,18 +476,32 @@ class NaturalGradientResult(Persistable):
             "fisher": self.fisher_kind, "seconds": self.seconds,
         }])
 
-    def plot(self, ax=None):
-        """J(w) - min J over the steps, on a log scale (matplotlib Axes)."""
-        import matplotlib.pyplot as plt
+    def to_xarray(self) -> xr.Dataset:
+        """The fit as an xarray Dataset.
 
-        if ax is None:
-            _, ax = plt.subplots(figsize=(5, 3.5))
-        excess = self.history["objective"] - self.history["objective"].min()
-        ax.semilogy(self.history["step"], np.maximum(excess, 1e-16), marker="o", ms=3)
-        ax.set_xlabel("natural-gradient step")
-        ax.set_ylabel("J(w) - min J  (nats per example)")
-        ax.set_title(f"{self.solver} natural gradient, {self.fisher_kind} Fisher")
-        return ax
+        Returns:
+          The columns of `history` (objective J in nats per example, grad_norm, rank, damping,
+          step_size, decrement, seconds) over dim ``step`` (0 = the start); the end point's
+          constrained site values, one variable per site with dims ``"<site>_dim_<i>"``
+          (`slt.results.point_variables`); the scalars of the result (loglik, log_prior,
+          log_joint in nats, objective, grad_norm, num_steps, converged as 0 or 1, stop_reason,
+          solver, damping, rank, dim, fisher_kind, compile_seconds, seconds) as attrs.
+        """
+        return xr.Dataset.from_dataframe(self.history.set_index("step")).assign(
+            point_variables(self.values)
+        ).assign_attrs(
+            loglik=self.loglik, log_prior=self.log_prior, log_joint=self.log_joint,
+            objective=self.objective, grad_norm=self.grad_norm, num_steps=self.num_steps,
+            converged=int(self.converged), stop_reason=self.stop_reason, solver=self.solver,
+            damping=self.damping, rank=self.rank, dim=self.dim, fisher_kind=self.fisher_kind,
+            compile_seconds=self.compile_seconds, seconds=self.seconds,
+        )
+
+    def plot(self, **kwargs):
+        """J(w) - min J over the steps, on a log scale (`slt.plots.fit`); returns the figure."""
+        from slt.plots.fit import plot_natural_gradient
+
+        return plot_natural_gradient(self, **kwargs)
 
     def __repr__(self) -> str:
         return (

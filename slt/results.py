@@ -1,4 +1,14 @@
-"""Result persistence: atomic file writes, and save / load for every result type.
+"""The result protocol, result persistence, and atomic file writes.
+
+The protocol
+------------
+Every result type (a frozen dataclass deriving from `Persistable`) has ``summary()`` (a pandas
+DataFrame), ``plot()`` (a matplotlib Figure or Axes, drawn by `slt.plots`), ``to_xarray()`` (an
+xarray Dataset of its numbers: arrays with named dims, scalars as attributes or 0-d
+variables), and ``save(path)`` / ``load(path)`` (below); the types that hold posterior draws
+(`LLCResult`, `WBICResult`, `RLCTResult`) also have ``to_inference_data()`` (ArviZ).
+tests/test_results.py checks all of it for every type. `point_variables` turns a parameter
+point into Dataset variables, named as the sites of the results' InferenceData.
 
 Atomic writes
 -------------
@@ -75,7 +85,16 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-__all__ = ["FORMAT_VERSION", "Persistable", "atomic_path", "atomic_write", "load", "save"]
+__all__ = [
+    "FORMAT_VERSION",
+    "Persistable",
+    "atomic_path",
+    "atomic_write",
+    "leaf_name",
+    "load",
+    "point_variables",
+    "save",
+]
 
 FORMAT = "slt-result"
 # Version 1: the layout described in the module docstring. Raise it when a change would make
@@ -174,6 +193,35 @@ def atomic_write(
     with atomic_path(path, overwrite=overwrite) as tmp:
         write_fn(tmp)
     return Path(path)
+
+
+def leaf_name(path) -> str:
+    """A site name from a pytree path: "w" for {"w": ...}, "layers.0.kernel" when nested."""
+    parts = []
+    for entry in path:
+        for attribute in ("key", "idx", "name"):
+            if hasattr(entry, attribute):
+                parts.append(str(getattr(entry, attribute)))
+                break
+    return ".".join(parts) or "params"
+
+
+def point_variables(values: Any) -> dict[str, tuple[tuple[str, ...], np.ndarray]]:
+    """One parameter point's site values as xarray variables, for a result's `to_xarray`.
+
+    Args:
+      values: a pytree of arrays, e.g. the constrained values ``{"w": (2,) array}``.
+
+    Returns:
+      ``{name: (dims, array)}``, one entry per leaf, named as in the "posterior" group of the
+      results' InferenceData (`leaf_name`: "w", "layers.0.kernel"); dims follow ArviZ's
+      convention, ``"<name>_dim_0"``, ``"<name>_dim_1"``, ... (none for a scalar site).
+    """
+    variables = {}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(values)[0]:
+        name, array = leaf_name(path), np.asarray(leaf)
+        variables[name] = (tuple(f"{name}_dim_{i}" for i in range(array.ndim)), array)
+    return variables
 
 
 class Persistable:

@@ -1,5 +1,6 @@
-"""Saving and loading results (slt.results): every result type round-trips exactly; writes are
-atomic, refuse to overwrite unless asked, and leave nothing behind when interrupted."""
+"""The result protocol (slt.results): every result type has summary, plot, to_xarray, save and
+load (and to_inference_data where it holds draws) and round-trips exactly; writes are atomic,
+refuse to overwrite unless asked, and leave nothing behind when interrupted."""
 
 import dataclasses
 import math
@@ -14,6 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from slt import models, truth
 from slt.estimators.bic import BICResult
@@ -23,8 +26,10 @@ from slt.estimators.llc_calibration import llc_calibrate
 from slt.estimators.sbic import sbic_gaussian_mixtures
 from slt.fit import FitResult
 from slt.geometry.fisher import fisher_information
+from slt.geometry.matrix_free import fisher_spectrum
 from slt.geometry.scan import fisher_scan
-from slt.results import FORMAT_VERSION, atomic_path, atomic_write, load, save
+from slt.natural_gradient import natural_gradient_fit
+from slt.results import FORMAT_VERSION, Persistable, atomic_path, atomic_write, load, save
 
 matplotlib.use("Agg")
 
@@ -38,6 +43,8 @@ def results():
     One `compare` run (d = 2 regression, n = 50, every method, short chains) yields the fit,
     BIC, Laplace, WBIC, free energy, RLCT and comparison results; the NUTS runs of rlct (three
     temperatures, one chain each) and of PSIS-LOO (three chains) share one compiled sampler.
+    The Lanczos spectrum (two steps) and the natural-gradient fit (three steps) reuse the
+    regression and its fit.
     """
     spec = models.linear_regression(2, noise_scale=0.5, prior_precision=2.0)
     problem = spec.problem(spec.simulate(jax.random.key(1), {"w": jnp.array([1.0, -0.5])}, 50))
@@ -67,6 +74,9 @@ def results():
         fisher_scan(mixture, base, {"pi": [0.25, 0.75], "mu": [-1.0, 0.0, 1.0]},
                     progress=False),
         sbic_gaussian_mixtures(np.array([-500.0, -480.0, -478.0]), 300),
+        fisher_spectrum(problem, fit.values, key=jax.random.key(5), num_steps=2),
+        natural_gradient_fit(problem, key=jax.random.key(6), init=fit.params, prior=False,
+                             max_steps=3),
     ]
     by_name = {}
     for result in found:
@@ -79,8 +89,13 @@ def results():
 EXPECTED = [
     "FitResult", "BICResult", "LaplaceResult", "RLCTResult", "WBICResult", "FreeEnergyResult",
     "ComparisonResult", "LLCResult", "CalibrationResult", "FisherResult",
-    "FisherResult.monte_carlo", "FisherScan", "SBICResult",
+    "FisherResult.monte_carlo", "FisherScan", "SBICResult", "LanczosSpectrum",
+    "NaturalGradientResult",
 ]
+# The result types that hold posterior draws; they alone convert to ArviZ InferenceData.
+# FreeEnergyResult keeps its SMC particles as flat unconstrained vectors without site names
+# (nested runs: weighted points), and the other types hold no draws at all.
+HOLD_DRAWS = {"LLCResult", "WBICResult", "RLCTResult"}
 
 
 def assert_same(a, b, path="result"):
@@ -121,26 +136,85 @@ def assert_same(a, b, path="result"):
 @pytest.mark.heavy
 def test_every_result_type_is_covered(results):
     assert sorted(results) == sorted(EXPECTED)
+    defined = {cls.__name__ for cls in Persistable.__subclasses__()
+               if cls.__module__.startswith("slt.")}
+    assert defined == {name.split(".")[0] for name in EXPECTED}
 
 
 @pytest.mark.parametrize("name", EXPECTED)
 def test_round_trip_is_exact(results, name, tmp_path):
+    """Every result type follows the whole protocol, and its views survive save / load."""
     result = results[name]
+    for method in ("summary", "plot", "to_xarray", "save", "load"):
+        assert callable(getattr(result, method, None)), f"{name} has no {method}()"
+    summary = result.summary()
+    assert isinstance(summary, pd.DataFrame) and not summary.empty
+    dataset = result.to_xarray()
+    assert isinstance(dataset, xr.Dataset) and dataset.data_vars
+    converts = callable(getattr(result, "to_inference_data", None))
+    assert converts == (name in HOLD_DRAWS), f"{name}: to_inference_data is {converts}"
+
     path = result.save(tmp_path / "result.nc")
     again = type(result).load(path)
     assert_same(result, again)
     assert repr(again) == repr(result)
-    if hasattr(result, "summary"):
-        pd.testing.assert_frame_equal(again.summary(), result.summary(), check_exact=True)
-    if hasattr(result, "to_xarray"):
-        xr.testing.assert_identical(again.to_xarray(), result.to_xarray())
-    if hasattr(result, "plot"):
-        assert again.plot() is not None
-        plt.close("all")
+    pd.testing.assert_frame_equal(again.summary(), summary, check_exact=True)
+    xr.testing.assert_identical(again.to_xarray(), dataset)
+    if converts:
+        draws, draws_again = result.to_inference_data(), again.to_inference_data()
+        assert isinstance(draws, az.InferenceData) and "sample_stats" in draws.groups()
+        assert draws_again.groups() == draws.groups()
+        for group in draws.groups():  # values and coordinates (ArviZ stamps created_at)
+            xr.testing.assert_equal(draws_again[group], draws[group])
+    figure = again.plot()
+    assert isinstance(figure, (Figure, Axes))
+    plt.close("all")
     assert_same(load(path), result)  # the generic reader finds the class itself
     assert_same(load(again.save(tmp_path / "again.nc")), result)  # a loaded result saves again
     (tmp_path / "again.nc").unlink()
     assert [p.name for p in tmp_path.iterdir()] == ["result.nc"]  # no temporary left
+
+
+def test_views_hold_the_results_numbers(results):
+    """Spot checks that each view reads the result it comes from, along the documented dims."""
+    fit = results["FitResult"]
+    view = fit.to_xarray()
+    assert float(view["restart_objective"].max()) == pytest.approx(fit.best, abs=1e-9)
+    np.testing.assert_array_equal(view["w"].values, fit.values["w"])
+    assert view["w"].dims == ("w_dim_0",) and view.attrs["num_agree"] == fit.num_agree
+
+    rlct = results["RLCTResult"]
+    view = rlct.to_xarray()
+    np.testing.assert_array_equal(view["beta"].values, rlct.betas)
+    np.testing.assert_array_equal(view["expected_nll"].values, rlct.expected_nll)
+    assert view.attrs["rlct"] == rlct.rlct and view.attrs["multiplicity"] == rlct.multiplicity
+    nll = rlct.to_inference_data().sample_stats["nll"]
+    assert nll.dims == ("chain", "draw", "beta")
+    for index, wbic in enumerate(rlct.wbic_results):
+        np.testing.assert_array_equal(nll.isel(beta=index).values, wbic.nll)
+    np.testing.assert_allclose(nll.mean(("chain", "draw")).values, rlct.expected_nll,
+                               rtol=1e-12)
+
+    comparison = results["ComparisonResult"]
+    view = comparison.to_xarray()
+    assert list(view["model"].values) == ["d=2"]
+    assert float(view["bic"].sel(model="d=2")) == comparison.table.loc["d=2", "bic"]
+    assert {str(c): str(view["choice"].sel(criterion=c).values) for c in view["criterion"].values
+            } == comparison.choices
+    assert set(view["step"].values) == set(comparison.timings.columns)
+
+    calibration = results["CalibrationResult"]
+    summary = calibration.summary()
+    assert len(summary) == len(calibration.table) and summary["chosen"].sum() == 1
+    assert summary.loc[summary["chosen"], "step_size"].item() == calibration.step_size
+    assert calibration.to_xarray().sizes["candidate"] == len(calibration.table)
+
+    spectrum = results["LanczosSpectrum"]
+    np.testing.assert_array_equal(spectrum.to_xarray()["ritz_value"].values,
+                                  spectrum.ritz_values)
+    natural = results["NaturalGradientResult"]
+    view = natural.to_xarray()
+    assert view.sizes["step"] == len(natural.history) and view.attrs["solver"] == natural.solver
 
 
 def test_shared_results_stay_shared(results, tmp_path):
@@ -275,15 +349,3 @@ def test_foreign_corrupt_and_newer_files_are_refused_clearly(results, tmp_path):
     truncated = _rewrite_root(saved, tmp_path / "truncated.nc", manifest=manifest[:40])
     with pytest.raises(ValueError, match="damaged"):
         load(truncated)
-
-
-def test_natural_gradient_result_round_trips(tmp_path):
-    from slt.natural_gradient import NaturalGradientResult, natural_gradient_fit
-
-    spec = models.linear_regression(2, noise_scale=0.5)
-    data = spec.simulate(jax.random.key(0), {"w": jnp.array([1.0, -1.0])}, 50)
-    result = natural_gradient_fit(spec, data, jax.random.key(1), prior=False, max_steps=3)
-    again = NaturalGradientResult.load(result.save(tmp_path / "ng.nc"))
-    assert_same(result, again)
-    assert repr(again) == repr(result)
-    pd.testing.assert_frame_equal(again.history, result.history)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 
 from slt.fit import FitResult
 from slt.problem import Problem
@@ -52,6 +53,15 @@ class BICResult(Persistable):
             "bic_free_energy": self.free_energy, "bic_classical": self.bic, "nll": self.nll,
             "penalty": self.penalty, "d": self.num_params, "n": self.n, "fit": self.objective,
         }])
+
+    def to_xarray(self) -> xr.Dataset:
+        """The estimate as an xarray Dataset: 0-d variables free_energy, bic, nll and penalty
+        (nats; `bic` on the classical 2x scale), attrs num_params (d), n and objective."""
+        return xr.Dataset(
+            {"free_energy": self.free_energy, "bic": self.bic, "nll": self.nll,
+             "penalty": self.penalty},
+            attrs={"num_params": self.num_params, "n": self.n, "objective": self.objective},
+        )
 
     def plot(self, **kwargs):
         """The two terms of the BIC as a stacked bar."""

@@ -57,6 +57,7 @@ import arviz as az
 import jax
 import numpy as np
 import pandas as pd
+import xarray as xr
 from tqdm.auto import tqdm
 
 from slt.estimators.bic import bic
@@ -156,6 +157,23 @@ class ComparisonResult(Persistable):
     def summary(self) -> pd.DataFrame:
         """The comparison table."""
         return self.table
+
+    def to_xarray(self) -> xr.Dataset:
+        """The comparison as an xarray Dataset.
+
+        Returns:
+          Every column of `table` as a variable over dim ``model`` (coordinate: the model
+          names; estimates in nats, as in the table); ``choice`` (the model each criterion
+          selects) over dim ``criterion``; ``seconds`` (the time each step took) over dims
+          (model, step) when timings were recorded; attrs methods.
+        """
+        dataset = xr.Dataset.from_dataframe(self.table.rename_axis("model"))
+        dataset["choice"] = xr.DataArray(
+            list(self.choices.values()), coords={"criterion": list(self.choices)})
+        if self.timings is not None:
+            dataset["seconds"] = self.timings.rename_axis(index="model", columns="step")
+        dataset.attrs["methods"] = self.methods
+        return dataset
 
     def plot(self, **kwargs):
         """Free energy per model and method with ±2 se error bars (and PSIS-LOO if run)."""

@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
+import xarray as xr
 from jax.flatten_util import ravel_pytree
 
 from slt.fit import FitResult
@@ -96,6 +97,26 @@ class LaplaceResult(Persistable):
             "min_eigenvalue": float(self.eigenvalues[0]),
             "max_prior_share": float(self.prior_share[-1]),
         }])
+
+    def to_xarray(self) -> xr.Dataset:
+        """The approximation as an xarray Dataset.
+
+        Returns:
+          ``eigenvalues`` (of H, ascending) and ``prior_share`` (the prior's fraction of the
+          curvature, per eigendirection, ascending) over dim ``eigen``; 0-d variables
+          log_evidence, free_energy, log_joint, log_det_hessian and newton_decrement (nats);
+          attrs rank, dim, data_rank, singular (0 or 1: NetCDF attributes hold no booleans)
+          and num_modes.
+        """
+        return xr.Dataset(
+            {"eigenvalues": (("eigen",), self.eigenvalues),
+             "prior_share": (("eigen",), self.prior_share),
+             "log_evidence": self.log_evidence, "free_energy": self.free_energy,
+             "log_joint": self.log_joint, "log_det_hessian": self.log_det_hessian,
+             "newton_decrement": self.newton_decrement},
+            attrs={"rank": self.rank, "dim": self.dim, "data_rank": self.data_rank,
+                   "singular": int(self.singular), "num_modes": self.num_modes},
+        )
 
     def plot(self, **kwargs):
         """The Hessian's eigenvalues and the prior's share of each direction."""

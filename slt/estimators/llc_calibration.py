@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
+import xarray as xr
 
 from slt.estimators.llc import (
     MAX_DRIFT,
@@ -88,6 +89,19 @@ class CalibrationResult(Persistable):
     gamma: float
     table: pd.DataFrame = field(repr=False)
     criterion: str = field(repr=False, default=__doc__)
+
+    def summary(self) -> pd.DataFrame:
+        """One row per candidate (step size, gamma): `table` with a column ``chosen`` that
+        marks the candidate picked."""
+        chosen = (self.table["step_size"] == self.step_size) & (self.table["gamma"] == self.gamma)
+        return self.table.assign(chosen=chosen)
+
+    def to_xarray(self) -> xr.Dataset:
+        """The sweep as an xarray Dataset: the columns of `summary` (step_size, gamma, llc,
+        se, mala_acceptance, drift_z, temperature, temperature_se, noise_ratio, diverged,
+        passes, chosen) as variables over dim ``candidate``; attrs criterion (in words)."""
+        return xr.Dataset.from_dataframe(self.summary().rename_axis("candidate")).assign_attrs(
+            criterion=self.criterion)
 
     def plot(self, **kwargs):
         """lambda_hat and MALA acceptance against step size, the chosen one marked."""

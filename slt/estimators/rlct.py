@@ -45,9 +45,11 @@ import warnings
 from dataclasses import dataclass, field
 from itertools import product
 
+import arviz as az
 import jax
 import numpy as np
 import pandas as pd
+import xarray as xr
 
 from slt.estimators.wbic import TemperedDraws, WBICResult, summarise_draws, tempered_draws
 from slt.fit import FitResult
@@ -133,6 +135,63 @@ class RLCTResult(Persistable):
             "se": r.std_error, "rhat": r.rhat, "ess": r.ess, "divergences": r.num_divergences,
         } for r in self.wbic_results]
         return pd.DataFrame(rows)
+
+    def to_xarray(self) -> xr.Dataset:
+        """The temperatures and the fit as an xarray Dataset.
+
+        Returns:
+          Over dim ``beta`` (coordinate: the inverse temperatures, ascending): expected_nll
+          (E_beta[n L_n], nats), expected_nll_se, fitted (the chosen fit's E_beta[n L_n]), and
+          each temperature's rhat, ess and num_divergences; attrs rlct, std_error,
+          multiplicity, multiplicity_interval, window (beta_low, beta_high), two_temperature,
+          two_temperature_se, nll_hat, singular_bic, singular_bic_se, bic (nats), n,
+          num_params and sampler.
+        """
+        return xr.Dataset(
+            {
+                "expected_nll": (("beta",), self.expected_nll),
+                "expected_nll_se": (("beta",), self.expected_nll_se),
+                "fitted": (("beta",), self.fitted(self.betas)),
+                "rhat": (("beta",), [r.rhat for r in self.wbic_results]),
+                "ess": (("beta",), [r.ess for r in self.wbic_results]),
+                "num_divergences": (("beta",), [r.num_divergences for r in self.wbic_results]),
+            },
+            coords={"beta": self.betas},
+            attrs={
+                "rlct": self.rlct, "std_error": self.std_error, "multiplicity": self.multiplicity,
+                "multiplicity_interval": self.multiplicity_interval, "window": self.window,
+                "two_temperature": self.two_temperature,
+                "two_temperature_se": self.two_temperature_se, "nll_hat": self.nll_hat,
+                "singular_bic": self.singular_bic, "singular_bic_se": self.singular_bic_se,
+                "bic": self.bic, "n": self.n, "num_params": self.num_params,
+                "sampler": self.sampler,
+            },
+        )
+
+    def to_inference_data(self) -> az.InferenceData:
+        """The draws of every temperature as one ArviZ InferenceData.
+
+        Each group of the temperatures' `WBICResult.inference_data` ("sample_stats": n L_n and
+        the sampler's diagnostics; "posterior": the constrained site values, where the sampler
+        kept positions, as NUTS does and the SMC path's waypoints do not) is stacked along a
+        dim ``beta`` (coordinate: the inverse temperatures, ascending), which replaces the
+        per-draw "beta" of sample_stats. The dim comes after (chain, draw), so ArviZ's
+        diagnostics (``az.summary``, ``az.rhat``, ...) treat it as a dimension of each variable
+        and report every temperature separately.
+
+        Example:
+          >>> draws = result.to_inference_data()
+          >>> draws.sample_stats["nll"].mean(("chain", "draw"))  # E_beta[n L_n] per beta
+        """
+        temperatures = pd.Index(self.betas, name="beta")
+        return az.InferenceData(**{
+            group: xr.concat(
+                [r.inference_data[group].drop_vars("beta", errors="ignore")
+                 for r in self.wbic_results],
+                dim=temperatures,
+            ).transpose("chain", "draw", "beta", ...)
+            for group in self.wbic_results[0].inference_data.groups()
+        })
 
     def plot(self, **kwargs):
         """E_beta[n L_n] against 1/beta with error bars and the fitted curve."""

@@ -71,6 +71,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 from scipy.special import logsumexp
 
 from slt import truth
@@ -149,6 +150,31 @@ class SBICResult(Persistable):
             columns.update(d=self.num_params, bic_free_energy=self.bic)
         columns["posterior"] = self.posterior
         return pd.DataFrame(columns, index=pd.Index(self.names, name="model"))
+
+    def to_xarray(self) -> xr.Dataset:
+        """The family as an xarray Dataset.
+
+        Returns:
+          Over dim ``model`` (coordinate: `names`, smallest first): log_likelihood, prior,
+          sbic, free_energy, posterior and, when d_j were given, num_params and bic (nats);
+          over dims (true_model, model): learning_coefficients and multiplicities (entry
+          [i, j] for truth generic in M_i, model M_j; NaN below the diagonal); attrs n and
+          selected.
+        """
+        pair = ("true_model", "model")
+        variables = {
+            "log_likelihood": ("model", self.log_likelihoods), "prior": ("model", self.prior),
+            "sbic": ("model", self.sbic), "free_energy": ("model", self.free_energy),
+            "posterior": ("model", self.posterior),
+            "learning_coefficients": (pair, self.learning_coefficients),
+            "multiplicities": (pair, self.multiplicities),
+        }
+        if self.bic is not None:
+            variables |= {"num_params": ("model", self.num_params), "bic": ("model", self.bic)}
+        return xr.Dataset(
+            variables, coords={"model": list(self.names), "true_model": list(self.names)},
+            attrs={"n": self.n, "selected": self.selected},
+        )
 
     def plot(self, **kwargs):
         """Free energies (sBIC and BIC) relative to the first model, and the posterior."""

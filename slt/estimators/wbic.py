@@ -26,12 +26,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
+import xarray as xr
 
 from slt.estimators.llc import trace_statistics
 from slt.estimators.llc_calibration import llc_calibrate
 from slt.fit import fit_map
 from slt.problem import Problem
-from slt.results import Persistable
+from slt.results import Persistable, leaf_name
 from slt.samplers.local_chains import run_chains
 from slt.samplers.nuts import sample_nuts
 from slt.samplers.sgld import PRECONDITIONERS
@@ -325,6 +326,24 @@ class WBICResult(Persistable):
             "run_s": self.run_time,
         }])
 
+    def to_xarray(self) -> xr.Dataset:
+        """The estimate as an xarray Dataset.
+
+        Returns:
+          ``nll`` (n L_n at each draw, nats) over dims (chain, draw); 0-d variables wbic and
+          std_error (nats), ess and rhat; attrs beta, n, sampler, num_divergences,
+          compile_time and run_time (seconds). The site values are in `to_inference_data`.
+        """
+        chains, draws = self.nll.shape
+        return xr.Dataset(
+            {"nll": (("chain", "draw"), self.nll), "wbic": self.wbic,
+             "std_error": self.std_error, "ess": self.ess, "rhat": self.rhat},
+            coords={"chain": np.arange(chains), "draw": np.arange(draws)},
+            attrs={"beta": self.beta, "n": self.n, "sampler": self.sampler,
+                   "num_divergences": self.num_divergences,
+                   "compile_time": self.compile_time, "run_time": self.run_time},
+        )
+
     def to_inference_data(self) -> az.InferenceData:
         """The draws as ArviZ InferenceData (see `inference_data`)."""
         return self.inference_data
@@ -469,20 +488,9 @@ def draws_inference_data(
         flat = jnp.asarray(draws.positions).reshape(chains * num_draws, problem.dim)
         values = jax.vmap(lambda row: problem.constrain(problem.unravel(row)))(flat)
         groups["posterior"] = {
-            _leaf_name(path): np.asarray(leaf).reshape(chains, num_draws, *leaf.shape[1:])
+            leaf_name(path): np.asarray(leaf).reshape(chains, num_draws, *leaf.shape[1:])
             for path, leaf in jax.tree_util.tree_flatten_with_path(values)[0]
         }
     if log_likelihood is not None:
         groups["log_likelihood"] = log_likelihood
     return az.from_dict(**groups)
-
-
-def _leaf_name(path) -> str:
-    """A site name from a pytree path: "w" for {"w": ...}, "layers.0.kernel" when nested."""
-    parts = []
-    for entry in path:
-        for attribute in ("key", "idx", "name"):
-            if hasattr(entry, attribute):
-                parts.append(str(getattr(entry, attribute)))
-                break
-    return ".".join(parts) or "params"

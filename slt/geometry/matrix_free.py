@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
+import xarray as xr
 
 from slt.geometry.fisher import prepare
 from slt.geometry.kernels import whitened_outputs
@@ -37,6 +38,7 @@ from slt.geometry.observation import WHITENED_FAMILIES
 from slt.geometry.spectrum import DEFAULT_RANK_TOL, check_rank_tol
 from slt.models.base import ModelSpec
 from slt.problem import Problem
+from slt.results import Persistable
 from slt.validation import require_int, require_key
 
 __all__ = [
@@ -183,7 +185,7 @@ def ritz_pairs(state: LanczosState) -> tuple[np.ndarray, np.ndarray]:
 
 
 @dataclass(frozen=True)
-class LanczosSpectrum:
+class LanczosSpectrum(Persistable):
     """Extreme eigenvalues and numerical rank of a Fisher matrix from k Lanczos steps.
 
     Attributes:
@@ -239,6 +241,19 @@ class LanczosSpectrum:
                     "max_error": float(self.ritz_errors.max()),
                 }
             ]
+        )
+
+    def to_xarray(self) -> xr.Dataset:
+        """The spectrum as an xarray Dataset: ritz_value and ritz_error (its residual bound)
+        over dim ``ritz`` (ascending Ritz values, units of the Fisher information); attrs
+        rank, rank_is_exact (0 or 1: NetCDF attributes hold no booleans), rank_tol, dim,
+        num_steps, coordinates and model (as `FisherResult.to_xarray`)."""
+        return xr.Dataset(
+            {"ritz_value": (("ritz",), self.ritz_values),
+             "ritz_error": (("ritz",), self.ritz_errors)},
+            attrs={"rank": self.rank, "rank_is_exact": int(self.rank_is_exact),
+                   "rank_tol": self.rank_tol, "dim": self.dim, "num_steps": self.num_steps,
+                   "coordinates": self.coordinates, "model": self.model_name},
         )
 
     def plot(self, ax=None):

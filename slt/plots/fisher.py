@@ -20,9 +20,9 @@ _SINGULAR_COLOR = "C3"
 def plot_spectrum(result, *, ax=None):
     """Eigenvalues (largest first) on a log scale with the rank threshold; returns the figure.
 
-    `result` is a `FisherResult` or a `LanczosSpectrum` (anything with `eigenvalues`,
-    `rank`, `rank_tol`). Eigenvalues at or below zero are drawn at the bottom of the axis,
-    as open markers.
+    `result` is a `FisherResult` or a `LanczosSpectrum` (anything with `eigenvalues`, `rank`,
+    `rank_tol` and `dim`; a Lanczos spectrum has num_steps <= d Ritz values). Eigenvalues at or
+    below zero are drawn at the bottom of the axis, as open markers.
     """
     if ax is None:
         fig, ax = plt.subplots(figsize=(6, 3.6))
@@ -42,7 +42,7 @@ def plot_spectrum(result, *, ax=None):
                 color=_SINGULAR_COLOR, label="<= 0 (rounding)")
     ax.axhline(threshold, color="k", ls="--", lw=1, label=f"{result.rank_tol:g} x largest")
     ax.set(xlabel="index (largest first)", ylabel="eigenvalue",
-           title=f"Fisher spectrum: rank {result.rank} of {values.size}")
+           title=f"Fisher spectrum: rank {result.rank} of {result.dim}")
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

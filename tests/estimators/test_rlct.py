@@ -32,6 +32,13 @@ def test_regular_model_gives_half_d():
     assert result.wbic().beta == pytest.approx(1 / log_n)
     assert len(result.summary()) == 4 and "RLCTResult" in repr(result)
     assert result.plot() is not None
+    posterior = result.to_inference_data().posterior  # NUTS keeps positions: sites stack too
+    np.testing.assert_array_equal(posterior["beta"].values, result.betas)
+    assert posterior.data_vars
+    for name, draws in posterior.data_vars.items():
+        assert draws.dims[:3] == ("chain", "draw", "beta")
+        np.testing.assert_array_equal(
+            draws.isel(beta=2).values, result.wbic_results[2].inference_data.posterior[name])
 
 
 def test_regression_recovers_known_coefficients():
