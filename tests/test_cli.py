@@ -120,6 +120,12 @@ def test_malformed_csv(content, named, tmp_path, capsys):
     _one_line_error(capsys, named)
 
 
+def test_nuts_settings_need_the_nuts_sampler(regression_csv, tmp_path, capsys):
+    assert main(["compare", str(regression_csv), "-m", "gaussian_mixture(1)", "-m",
+                 "gaussian_mixture(2)", "--y", "y", "--num-samples", "200", *QUIET]) == 2
+    _one_line_error(capsys, "--sampler nuts")
+
+
 def test_unknown_model(regression_csv, tmp_path, capsys):
     assert main(["llc", str(regression_csv), "-m", "no_such_model(3)", *QUIET, "--out",
                  str(tmp_path / "o")]) == 2

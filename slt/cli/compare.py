@@ -16,7 +16,7 @@ import pandas as pd
 
 from slt.cli.inputs import OutputFolder, UsageError, load_data, parse_model
 from slt.cli.options import add_data_options, add_output_options, positive_int
-from slt.estimators.compare import METHODS, compare
+from slt.estimators.compare import METHODS, SAMPLERS, compare
 from slt.problem import Problem
 
 __all__ = ["add_parser", "run", "OUTPUT_FILES", "DEFAULT_METHODS"]
@@ -55,11 +55,15 @@ def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
         help=f"comma-separated estimators, any of {','.join(METHODS)} "
              f"(default: {','.join(DEFAULT_METHODS)}; loo adds a PSIS-LOO check)",
     )
-    parser.add_argument("--num-samples", type=positive_int, default=1000,
-                        help="NUTS draws per chain and temperature for wbic, rlct and loo "
-                             "(default: 1000)")
-    parser.add_argument("--num-warmup", type=positive_int, default=1000,
-                        help="NUTS warm-up steps (default: 1000)")
+    parser.add_argument("--sampler", choices=SAMPLERS, default="smc",
+                        help="smc: wbic, rlct and loo read the reference F's tempered path "
+                             "(one run per model); nuts: they run NUTS chains at their "
+                             "temperatures (default: smc)")
+    parser.add_argument("--num-samples", type=positive_int, default=None,
+                        help="with --sampler nuts: NUTS draws per chain and temperature for "
+                             "wbic, rlct and loo (default: 1000)")
+    parser.add_argument("--num-warmup", type=positive_int, default=None,
+                        help="with --sampler nuts: NUTS warm-up steps (default: 1000)")
     parser.add_argument("--num-particles", type=positive_int, default=1000,
                         help="SMC particles per copy for the reference F (default: 1000)")
     add_output_options(parser, OUTPUT_FILES)
@@ -92,14 +96,18 @@ def run(args: argparse.Namespace) -> int:
     """Build the problems, compare them, print and (with --out) write the result."""
     methods = _methods(args.methods)
     out = None if args.out is None else OutputFolder(args.out, OUTPUT_FILES, force=args.force)
+    sampling = {name: value for name, value in
+                (("num_samples", args.num_samples), ("num_warmup", args.num_warmup))
+                if value is not None}
+    if sampling and args.sampler != "nuts":
+        raise UsageError("--num-samples and --num-warmup set NUTS chains: add --sampler nuts")
     problems = _problems(args)
-    sampling = {"num_samples": args.num_samples, "num_warmup": args.num_warmup}
     result = compare(
         problems, jax.random.key(args.seed), methods=methods,
         wbic_options=sampling if "rlct" not in methods else None,
         rlct_options=sampling, loo_options=sampling,
         free_energy_options={"num_particles": args.num_particles},
-        progress=args.progress,
+        sampler=args.sampler, progress=args.progress,
     )
     print(format_comparison(result))
     if out is not None:

@@ -92,6 +92,9 @@ DEFAULT_METHODS = ("bic", "laplace", "wbic", "free_energy", "rlct", "loo")
 SAMPLERS = ("smc", "nuts")
 # The methods that read the tempered path (with sampler="smc"); without any of them none is run.
 PATH_METHODS = {"wbic", "free_energy", "rlct", "loo"}
+# With sampler="smc" these estimators read the tempered path; the options they may take then
+# (anything else configures a NUTS run that does not happen).
+PATH_OPTIONS = {"wbic": (), "loo": (), "rlct": ("multipliers", "betas", "max_multiplicity")}
 # A criterion separates two models when their difference exceeds this many standard errors of
 # the difference (about 95% two-sided for a normal difference).
 SEPARATION = 2.0
@@ -288,7 +291,9 @@ def compare(
         own `lambda ll, n: slt.sbic(ll, n, learning_coefficients)`.
       sampler: "smc" (one tempered path per model: module doc) or "nuts". With "smc",
         `free_energy_options` set the path (particles, copies, moves), `rlct_options` may set
-        `multipliers` and `max_multiplicity`, and the path is run whenever one of "wbic",
+        `multipliers`, `betas` and `max_multiplicity` (NUTS settings in `rlct_options`,
+        `wbic_options` or `loo_options` are refused: nothing would read them), and the path
+        is run whenever one of "wbic",
         "free_energy", "rlct" or "loo" is among the methods (BIC and Laplace need only the
         fit).
       progress: show a progress bar over models and methods.
@@ -298,8 +303,8 @@ def compare(
 
     Raises:
       InputError (a ValueError, `slt.validation`): problems not a dict of Problems, problems
-        with different numbers of examples n, key not a PRNG key, and what the estimators
-        reject in their options.
+        with different numbers of examples n, key not a PRNG key, NUTS options with
+        sampler="smc", and what the estimators reject in their options.
       ValueError: no problems, or an unknown method (the message lists them).
 
     Example:
@@ -334,6 +339,8 @@ def compare(
         "rlct": dict(rlct_options or {}), "loo": dict(loo_options or {}), "bic": {},
         "nested": dict(nested_options or {}),
     }
+    if sampler == "smc":
+        _refuse_nuts_options(options, methods)
     runners = _SMC_RUNNERS if sampler == "smc" else _RUNNERS
     per_model = [method for method in methods if method != "sbic"]
     order = ("fit", *_ordered(per_model))
@@ -503,6 +510,19 @@ def _run_loo(problem, key, done, options):
     name = "_".join(problem.observed_site_names) or "y"
     data = draws_inference_data(problem, draws, log_likelihood={name: pointwise})
     return az.loo(data, pointwise=True)
+
+
+def _refuse_nuts_options(options: dict, methods) -> None:
+    """With sampler="smc", refuse options that only a NUTS run would read (`PATH_OPTIONS`):
+    silently ignored, they would let a user believe the estimate used them."""
+    for method, allowed in PATH_OPTIONS.items():
+        unused = sorted(set(options[method]) - set(allowed))
+        if method in methods and unused:
+            may = f"may set only {', '.join(allowed)}" if allowed else "take no options"
+            raise InputError(
+                f"{method}_options {unused}: with sampler='smc' {method} reads the tempered "
+                f"path and {may}; those options configure NUTS: pass sampler='nuts' to use them"
+            )
 
 
 def _run_path(problem, key, done, options):

@@ -13,6 +13,7 @@ from slt.estimators import compare
 from slt.estimators.compare import CAVEATS
 from slt.estimators.sbic import sbic_gaussian_mixtures
 from slt.results import load
+from slt.validation import InputError
 
 from .evidence_cases import conjugate_regression
 
@@ -64,6 +65,12 @@ def test_bad_input():
         compare({"a": problem}, jax.random.key(0), methods=("bic", "aic"))
     with pytest.raises(ValueError, match="empty"):
         compare({}, jax.random.key(0))
+    # on the tempered path nothing would read NUTS settings: refused, not ignored
+    with pytest.raises(InputError, match=r"rlct_options \['num_warmup'\].*sampler='nuts'"):
+        compare({"a": problem}, jax.random.key(0), methods=("rlct",),
+                rlct_options={"multipliers": (1, 2), "num_warmup": 100})
+    with pytest.raises(InputError, match=r"loo_options \['num_chains'\].*take no options"):
+        compare({"a": problem}, jax.random.key(0), loo_options={"num_chains": 2})
 
 
 @pytest.mark.heavy

@@ -38,7 +38,8 @@ def test_watanabe_reduced_rank_experiment_wbic_selects_the_true_rank():
     for seed in range(5):
         result = compare(_watanabe_problems(seed), jax.random.key(100 + seed),
                          methods=("bic", "laplace", "wbic"),
-                         wbic_options={"num_chains": 2, "max_tree_depth": 8}, progress=False)
+                         wbic_options={"num_chains": 2, "max_tree_depth": 8}, sampler="nuts",
+                         progress=False)
         choices.append(result.choices["wbic"])
         tables.append(result.table)
     print("WBIC choices per seed:", choices)
