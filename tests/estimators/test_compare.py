@@ -33,9 +33,10 @@ def test_compare_nested_regressions_picks_the_true_dimension():
     exact = {"d=2": truth.linear_regression_log_evidence(data["x"][:, :2], data["y"], 0.5, 2.0),
              "d=3": case.log_evidence}
     methods = ("bic", "laplace", "wbic", "rlct", "loo")  # free_energy: tested on its own
+    short = {"num_warmup": 500, "num_samples": 500}  # rlct's 4 chains and LOO's: one program
     result = compare(problems, jax.random.key(0), methods=methods,
-                     rlct_options={"multipliers": (0.5, 1, 2, 4), "num_chains": 1},
-                     loo_options={"num_warmup": 500, "num_samples": 500},
+                     rlct_options={"multipliers": (0.5, 1, 2, 4), "num_chains": 1, **short},
+                     loo_options=short,
                      sampler="nuts", progress=False)
     table = result.table
     assert list(table.index) == ["d=2", "d=3"] and list(table["d"]) == [2, 3]
