@@ -142,7 +142,7 @@ def main() -> None:
         "ready": True, "torch": torch.__version__,
         "devinterp": importlib.metadata.version("devinterp"),
         "threads": torch.get_num_threads(), "dtype": str(x.dtype),
-        "num_params": sum(p.numel() for p in build_model().parameters()),
+        "dim": sum(p.numel() for p in build_model().parameters()),
         "baseline_rss_mb": _rss_mb()[0],
     }), flush=True)
 
@@ -170,8 +170,8 @@ def main() -> None:
             optimizer_kwargs={"lr": job["step_size"], "localization": job["gamma"],
                               "nbeta": job["nbeta"]},
             num_chains=job["num_chains"],
-            num_draws=job["num_draws"],
-            num_burnin_steps=job["num_burnin"],
+            num_draws=job["num_samples"],  # devinterp's own keyword
+            num_burnin_steps=job["num_warmup"],
             init_loss=job["init_loss"],
             cores=job["cores"],
             seed=job["seed"],

@@ -82,12 +82,12 @@ def _rows(name, problem, key, exact_f, exact_wbic, exact_lambda):
     yield _row(name, "reference F (TI, same ladder)", result.ti[0], result.ti[1], exact_f,
                seconds, "same run")
     result, seconds, flags = _timed(rlct, problem, key, fit=mle, progress=False)
-    yield _row(name, "n L_n(ŵ) + λ̂ log n", result.singular_bic, result.singular_bic_se,
+    yield _row(name, "n L_n(ŵ) + λ̂ log n", result.singular_bic, result.singular_bic_std_error,
                exact_f, seconds, flags)
     yield _row(name, "λ̂ (regression over β)", result.rlct, result.std_error, exact_lambda,
                seconds, "vs exact λ; same run")
-    yield _row(name, "λ̂ (two-temperature)", result.two_temperature, result.two_temperature_se,
-               exact_lambda, seconds, "same run")
+    yield _row(name, "λ̂ (two-temperature)", result.two_temperature,
+               result.two_temperature_std_error, exact_lambda, seconds, "same run")
 
 
 def _wbic_rows(name, problem, key, exact_f, exact_wbic):

@@ -10,8 +10,8 @@ sets: one data set's lambda_hat fluctuates by about sqrt(lambda / (2 log n)) (Wa
 8% of lambda = 8 at n = 20 000. Regression models (linear regression, RRR, DLN): w0 from
 `models.random_low_rank` (x ~ N(0, I), unit noise), 4 data sets of n = 20 000. Toys whose
 truth is a singular point (normal crossing, tanh with f = 0): 6 data sets of n = 5000. Every
-case: 4 chains x 10 000 draws after 5000 burn-in, batch 256 (shorter runs had not forgotten
-their start: lambda_hat still rose with the burn-in; on tanh 1-4-1 at f = 0, 500 burn-in
+case: 4 chains x 10 000 draws after 5000 warmup, batch 256 (shorter runs had not forgotten
+their start: lambda_hat still rose with the warmup; on tanh 1-4-1 at f = 0, 500 warmup
 steps and 2000 draws gave 0.55 where 5000 and 10 000 give 0.74, exact 0.73). Step size by
 `llc_calibrate` on every data set; a data set on which no candidate passes is counted, not
 used. Column "at the MLE": lambda_hat at w* = the MLE of the first data set, as a user with a
@@ -55,7 +55,7 @@ from slt import models, truth
 from slt.estimators.wbic import tempered_draws
 from slt.models.base import ModelSpec
 
-NUM_DRAWS, NUM_BURNIN = 10_000, 5_000
+NUM_SAMPLES, NUM_WARMUP = 10_000, 5_000
 TOY_GROUPS = ("normal crossing", "tanh")  # truth at a singular point; exact value at n by NUTS
 
 
@@ -156,7 +156,7 @@ def _llc(problem, params, key, preconditioner=None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            return slt.llc(problem, params, key, num_draws=NUM_DRAWS, num_burnin=NUM_BURNIN,
+            return slt.llc(problem, params, key, num_samples=NUM_SAMPLES, num_warmup=NUM_WARMUP,
                            preconditioner=preconditioner, progress=False)
         except ValueError:
             return None
@@ -188,7 +188,7 @@ def _estimate(case: Case, key: jax.Array, preconditioner: str | None) -> Estimat
             seeds.append(seed)
     jax.clear_caches()  # a long session of new problems would otherwise pile up programs
     return Estimates(*(np.array([getattr(r, field) for r in results]) for field in
-                       ("llc_mean", "llc_std_error", "temperature", "step_size")),
+                       ("llc_mean", "std_error", "temperature", "step_size")),
                      seeds=seeds, failures=case.num_sets - len(results))
 
 

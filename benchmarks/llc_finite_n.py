@@ -31,7 +31,7 @@ GAMMAS = (1.0, 0.1, 0.01, 1e-4)
 SIZES = (5000, 50_000)
 MULTIPLIERS = (1 / 8, 1 / 4, 1 / 2, 1, 2, 4, 8)  # beta = c / log n
 NUM_DATA_SETS = 400
-# SGLD against the quadrature on the same data: (gamma, step size, burn-in, draws); None: auto.
+# SGLD against the quadrature on the same data: (gamma, step size, warmup, draws); None: auto.
 SGLD_RUNS = ((1.0, None, 5000, 10_000), (0.01, 4e-5, 500_000, 2_000_000))
 SGLD_DATA_SETS = 4
 
@@ -132,11 +132,11 @@ def _sgld_against_quadrature() -> list[str]:
         "is automatic; at γ = 0.01 the automatic step diverges in the far valley (the short "
         "calibration chains never reach it; three halvings are not enough), so the step is "
         "set by hand from the stability bound above.\n",
-        "| γ | step size | burn-in + draws | exact per data set | λ̂ per data set | mean λ̂ "
+        "| γ | step size | warmup + draws | exact per data set | λ̂ per data set | mean λ̂ "
         "| mean exact | λ̂ vs exact | warnings (runs) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for gamma, step, burnin, draws in SGLD_RUNS:
+    for gamma, step, warmup, draws in SGLD_RUNS:
         exact, estimates, steps, flagged = [], [], [], collections.Counter()
         for seed in range(SGLD_DATA_SETS):
             key = jax.random.fold_in(jax.random.key(0), seed)
@@ -148,7 +148,7 @@ def _sgld_against_quadrature() -> list[str]:
                 result = slt.llc(spec.problem(data), {"w": jnp.zeros(2)},
                                  jax.random.fold_in(key, 99), gamma=gamma,
                                  step_size="auto" if step is None else step,
-                                 num_burnin=burnin, num_draws=draws, chunk_size=10_000,
+                                 num_warmup=warmup, num_samples=draws, chunk_size=10_000,
                                  progress=False)
             estimates.append(result.llc_mean)
             steps.append(result.step_size)
@@ -156,7 +156,7 @@ def _sgld_against_quadrature() -> list[str]:
         mean, reference = np.mean(estimates), np.mean(exact)
         lines.append(
             f"| {gamma:g} | {'auto, median ' if step is None else ''}"
-            f"{np.median(steps):.2g} | {burnin:,} + {draws:,} "
+            f"{np.median(steps):.2g} | {warmup:,} + {draws:,} "
             f"| {', '.join(f'{v:.3f}' for v in exact)} "
             f"| {', '.join(f'{v:.3f}' for v in estimates)} | {mean:.3f} ({mean / lam - 1:+.0%}) "
             f"| {reference:.3f} ({reference / lam - 1:+.0%}) | {mean / reference - 1:+.1%} "

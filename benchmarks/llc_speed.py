@@ -230,7 +230,7 @@ def slt_problem(arrays: dict[str, np.ndarray]):
 def _config(arrays) -> dict:
     spec = RRR if str(arrays["kind"]) == "rrr" else MLP
     n = spec["n"]
-    return {"num_chains": CHAINS, "num_draws": spec["draws"], "num_burnin": 0,
+    return {"num_chains": CHAINS, "num_samples": spec["draws"], "num_warmup": 0,
             "step_size": spec["step_size"], "gamma": GAMMA, "nbeta": n / np.log(n),
             "batch_size": BATCH}
 
@@ -288,7 +288,7 @@ def bare_sgld(arrays, *, paired: bool):
     shapes = [("W1", arrays["W1"].shape), ("W2", arrays["W2"].shape)]
     center = jnp.concatenate([jnp.asarray(arrays[name]).ravel() for name, _ in shapes])
     n, batch = x.shape[0], config["batch_size"]
-    steps_per_epoch, steps = n // batch, config["num_draws"] + config["num_burnin"]
+    steps_per_epoch, steps = n // batch, config["num_samples"] + config["num_warmup"]
     constant = y.shape[1] * 0.5 * np.log(2 * np.pi)
     eps, gamma, nbeta = config["step_size"], config["gamma"], config["nbeta"]
     W1_size = int(np.prod(shapes[0][1]))
@@ -559,7 +559,7 @@ def _report(raw: dict) -> str:
     setup = (
         f"CPU, float32 on both sides, JAX {raw['jax']} at its defaults. Same data (one "
         "NumPy seed, handed to devinterp as an .npz), same step size ε, γ, nβ = n / log n, "
-        f"batch {BATCH}, {CHAINS} chains, no burn-in; both sides are given L_n(w*) on the full "
+        f"batch {BATCH}, {CHAINS} chains, no warmup; both sides are given L_n(w*) on the full "
         "data. slt: `llc` with vmapped chains, timed warm (compile time below), end to end "
         "(validation, L_n(w*), sampling, ESS / R-hat summary); per step one gradient, the "
         "SGLD update and the paired loss L_b(w*), gathered from per-example losses at w* "
@@ -593,13 +593,13 @@ def _report(raw: dict) -> str:
 
     # reduced-rank regression
     config = rrr["config"]
-    draws_total = CHAINS * config["num_draws"]
+    draws_total = CHAINS * config["num_samples"]
     rlct = truth.rrr_rlct(RRR["M"], RRR["N"], RRR["H"], RRR["r"])
     lines += [
         f"### Reduced-rank regression (M, N, H, r) = ({RRR['M']}, {RRR['N']}, {RRR['H']}, "
         f"{RRR['r']}), d = {rrr['dim']}",
         "",
-        f"n = {RRR['n']:,}, {CHAINS} chains × {config['num_draws']} draws, ε = "
+        f"n = {RRR['n']:,}, {CHAINS} chains × {config['num_samples']} draws, ε = "
         f"{config['step_size']:g}, γ = {GAMMA:g}, nβ = {config['nbeta']:.1f}; w* is the exact "
         f"rank-{RRR['H']} MLE (true λ = {rlct.as_float:g}; the step size biases λ̂ upward).",
         "",
@@ -618,12 +618,12 @@ def _report(raw: dict) -> str:
 
     # two-layer MLP
     config = mlp["config"]
-    draws_total = CHAINS * config["num_draws"]
+    draws_total = CHAINS * config["num_samples"]
     lines += [
         f"### Two-layer tanh network {MLP['inputs']}-{MLP['hidden']}-{MLP['outputs']}, "
         f"d = {mlp['dim']:,}",
         "",
-        f"n = {MLP['n']:,}, Gaussian loss, {CHAINS} chains × {config['num_draws']} draws, "
+        f"n = {MLP['n']:,}, Gaussian loss, {CHAINS} chains × {config['num_samples']} draws, "
         f"ε = {config['step_size']:g}, γ = {GAMMA:g}, nβ = {config['nbeta']:.1f}; slt through "
         "`Problem.from_loss` with a plain-JAX loss, devinterp with the same `torch.nn` network. "
         "w* is the teacher, not a fitted minimum: this case measures speed only.",
@@ -727,7 +727,7 @@ def _report(raw: dict) -> str:
 def _limits(rrr, mlp, floor) -> list[str]:
     """What limits the ratios, in numbers from this run."""
     median = floor["median"]
-    draws_rrr = CHAINS * rrr["config"]["num_draws"]
+    draws_rrr = CHAINS * rrr["config"]["num_samples"]
     slt_step, floor_step = median["slt"] / draws_rrr, median["same"] / draws_rrr
     overhead = median["slt"] / median["same"] - 1
     lines = [
@@ -750,7 +750,7 @@ def _limits(rrr, mlp, floor) -> list[str]:
             f"torch {1e3 * rrr['torch_seconds_per_step']:.2f} ms per step (both timed alone, "
             "once a round)."
         )
-    draws_mlp = CHAINS * mlp["config"]["num_draws"]
+    draws_mlp = CHAINS * mlp["config"]["num_samples"]
     slt_step = mlp["median"]["slt"][0] / draws_mlp
     line = (f"- MLP, d = {mlp['dim']:,}: the matmuls dominate. slt takes "
             f"{1e3 * slt_step:.2f} ms per chain-step (a gradient on batch {BATCH}; the paired "

@@ -99,10 +99,10 @@ def run(key=None) -> str:
                                     "pseudo-inverse of the Fisher, no damping, learning "
                                     "rate 1 with backtracking"),
     }
-    compile_seconds, ranks = {}, {}
+    compile_time, ranks = {}, {}
     for name, (method, setting) in natural.items():
         state = method.init(problem.unravel(start))
-        compile_seconds[name] = method.compile(step_keys[0], state)
+        compile_time[name] = method.compile(step_keys[0], state)
         losses, ranks[name] = [float(state.objective)], []
         for step_key in step_keys:
             state, info = method.step(step_key, state)
@@ -145,7 +145,7 @@ def run(key=None) -> str:
         )
     minimum = min(float(r[3]) for r in rows if r[3] is not None)
     rank_ranges = "; ".join(f"{name}: {min(r)} to {max(r)}" for name, r in ranks.items())
-    compiles = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in compile_seconds.items())
+    compiles = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in compile_time.items())
     return (
         "## Natural gradient against Adam and gradient descent\n\n"
         f"Two-layer tanh network {NUM_INPUTS}-{NUM_HIDDEN}-1 (d = {problem.dim}), Gaussian "

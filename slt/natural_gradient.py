@@ -438,7 +438,7 @@ class NaturalGradientResult(Persistable):
       rank: the rank of the metric G at the last step (the rank "pinv" used; -1 when no
         step was taken); dim: d.
       fisher_kind: "exact", "monte_carlo" or "empirical".
-      compile_seconds: compiling the step; seconds: wall time of the steps after it.
+      compile_time: seconds compiling the step; run_time: seconds of the steps after it.
       history: one row per step (step 0 is the start): objective J, grad_norm, rank,
         damping, step_size, decrement, seconds (cumulative, compilation excluded).
     """
@@ -458,8 +458,8 @@ class NaturalGradientResult(Persistable):
     rank: int
     dim: int
     fisher_kind: str
-    compile_seconds: float
-    seconds: float
+    compile_time: float
+    run_time: float
     history: pd.DataFrame = field(repr=False)
 
     @property
@@ -473,7 +473,8 @@ class NaturalGradientResult(Persistable):
             "objective": self.objective, "loglik": self.loglik, "log_joint": self.log_joint,
             "grad_norm": self.grad_norm, "steps": self.num_steps, "converged": self.converged,
             "solver": self.solver, "damping": self.damping, "rank": self.rank, "d": self.dim,
-            "fisher": self.fisher_kind, "seconds": self.seconds,
+            "fisher": self.fisher_kind, "compile_s": self.compile_time,
+            "run_s": self.run_time,
         }])
 
     def to_xarray(self) -> xr.Dataset:
@@ -485,7 +486,7 @@ class NaturalGradientResult(Persistable):
           constrained site values, one variable per site with dims ``"<site>_dim_<i>"``
           (`slt.results.point_variables`); the scalars of the result (loglik, log_prior,
           log_joint in nats, objective, grad_norm, num_steps, converged as 0 or 1, stop_reason,
-          solver, damping, rank, dim, fisher_kind, compile_seconds, seconds) as attrs.
+          solver, damping, rank, dim, fisher_kind, compile_time, run_time in seconds) as attrs.
         """
         return xr.Dataset.from_dataframe(self.history.set_index("step")).assign(
             point_variables(self.values)
@@ -494,7 +495,7 @@ class NaturalGradientResult(Persistable):
             objective=self.objective, grad_norm=self.grad_norm, num_steps=self.num_steps,
             converged=int(self.converged), stop_reason=self.stop_reason, solver=self.solver,
             damping=self.damping, rank=self.rank, dim=self.dim, fisher_kind=self.fisher_kind,
-            compile_seconds=self.compile_seconds, seconds=self.seconds,
+            compile_time=self.compile_time, run_time=self.run_time,
         )
 
     def plot(self, **kwargs):
@@ -582,7 +583,7 @@ def natural_gradient_fit(
     start_key, key = jax.random.split(key)
     state = optimiser.init(problem.init(start_key) if init is None else init)
     step_keys = jax.random.split(key, int(max_steps))
-    compile_seconds = optimiser.compile(step_keys[0], state)
+    compile_time = optimiser.compile(step_keys[0], state)
     rows = [_history_row(0, state, None, 0.0)]
     stop_reason, elapsed = "max_steps reached", 0.0
     for number in range(1, int(max_steps) + 1):
@@ -630,8 +631,8 @@ def natural_gradient_fit(
         rank=int(last["rank"]) if last else -1,
         dim=problem.dim,
         fisher_kind=optimiser.fisher_kind,
-        compile_seconds=compile_seconds,
-        seconds=elapsed,
+        compile_time=compile_time,
+        run_time=elapsed,
         history=history,
     )
 

@@ -47,8 +47,10 @@ attributes are kept in the manifest (NetCDF attributes cannot hold booleans or N
 xarray reinterprets some names, such as "coordinates", when reading). A result
 is rebuilt by calling its constructor with the stored fields (fields declared ``init=False``
 are not stored: the constructor recomputes them), so a class that gains a field with a
-default still loads older files. An object shared between several places (the WBIC run that
-`compare` reuses from the RLCT run) is stored once and is shared again after loading.
+default still loads older files, and a file written before a field was renamed loads with
+its old field names mapped to the new ones (`RENAMED_FIELDS`). An object shared between
+several places (the WBIC run that `compare` reuses from the RLCT run) is stored once and is
+shared again after loading.
 
 `load(path)` reads any such file and returns the result; ``ResultClass.load(path)`` also
 checks the class. A file that is not NetCDF, a NetCDF file written by something else, or one
@@ -88,6 +90,7 @@ import xarray as xr
 __all__ = [
     "FORMAT_VERSION",
     "Persistable",
+    "RENAMED_FIELDS",
     "atomic_path",
     "atomic_write",
     "leaf_name",
@@ -97,9 +100,31 @@ __all__ = [
 ]
 
 FORMAT = "slt-result"
-# Version 1: the layout described in the module docstring. Raise it when a change would make
-# older readers misread a file; a reader refuses versions above its own.
-FORMAT_VERSION = 1
+# Version 1: the layout described in the module docstring. Version 2: the same layout, with
+# the result fields renamed to the one vocabulary of docs/glossary.md (`RENAMED_FIELDS`).
+# Raise it when a change would make older readers misread a file; a reader refuses versions
+# above its own.
+FORMAT_VERSION = 2
+# Fields renamed by a format version: {version: {class: {old name: new name}}}. A record
+# (dataclass or NamedTuple) in a file written before that version has its old names mapped
+# to the new ones when it is decoded; the renames of later versions then apply in turn.
+RENAMED_FIELDS: dict[int, dict[str, dict[str, str]]] = {
+    2: {
+        "slt.estimators.llc:LLCResult": {"llc_std_error": "std_error",
+                                         "num_burnin": "num_warmup"},
+        "slt.estimators.bic:BICResult": {"num_params": "dim"},
+        "slt.estimators.rlct:RLCTResult": {
+            "num_params": "dim", "two_temperature_se": "two_temperature_std_error",
+            "expected_nll_se": "expected_nll_std_error",
+            "singular_bic_se": "singular_bic_std_error",
+        },
+        "slt.estimators.sbic:SBICResult": {"num_params": "dims"},
+        "slt.natural_gradient:NaturalGradientResult": {"compile_seconds": "compile_time",
+                                                       "seconds": "run_time"},
+        "slt.geometry.scan:FisherScan": {"seconds": "run_time"},
+        "slt.samplers.importance:ImportanceRun": {"num_draws": "num_samples"},
+    },
+}
 ENGINE = "h5netcdf"  # NetCDF-4: groups, int64 and variable-length strings (NetCDF-3 has none)
 MANIFEST = "slt_manifest"
 DATAARRAY_VARIABLE = "__xarray_dataarray_variable__"  # xarray's own name for a lone DataArray
@@ -329,7 +354,8 @@ def load(path: str | os.PathLike) -> Any:
             f"of slt reads versions up to {FORMAT_VERSION}: upgrade slt to load it"
         )
     try:
-        return _Decoder(path, root).decode(json.loads(str(root[MANIFEST].values.item())))
+        return _Decoder(path, root, version).decode(
+            json.loads(str(root[MANIFEST].values.item())))
     except (KeyError, IndexError, TypeError, ValueError, OSError) as error:
         raise ValueError(
             f"{str(path)!r} is damaged or was written by an incompatible version of slt: "
@@ -466,8 +492,8 @@ class _Encoder:
 class _Decoder:
     """Rebuilds a result from its manifest, reading arrays and groups from the file."""
 
-    def __init__(self, path: Path, root: xr.Dataset):
-        self.path, self.root = path, root
+    def __init__(self, path: Path, root: xr.Dataset, version: int = FORMAT_VERSION):
+        self.path, self.root, self.version = path, root, version
         self._objects: dict[int, Any] = {}
 
     def decode(self, node: Any) -> Any:
@@ -520,6 +546,9 @@ class _Decoder:
     def _record(self, node: dict) -> Any:
         cls = _resolve_class(node["class"])
         fields = {key: self.decode(item) for key, item in node["fields"].items()}
+        for renamed_in in sorted(v for v in RENAMED_FIELDS if v > self.version):
+            renames = RENAMED_FIELDS[renamed_in].get(node["class"], {})
+            fields = {renames.get(key, key): value for key, value in fields.items()}
         try:
             value = cls(**fields)
         except TypeError as error:

@@ -60,7 +60,7 @@ def prior_draws(key, num):
 
 def run_llc(key, checkpoint=None, **options):
     """30 chunks of 10 steps, two chains."""
-    settings = dict(num_chains=2, num_burnin=20, num_draws=280, step_size=2e-3, batch_size=10,
+    settings = dict(num_chains=2, num_warmup=20, num_samples=280, step_size=2e-3, batch_size=10,
                     chunk_size=10, progress=False)
     return slt.llc(problem(), minimum(), key, checkpoint=checkpoint, **(settings | options))
 

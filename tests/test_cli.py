@@ -15,7 +15,7 @@ import pytest
 from slt.cli import main
 
 QUIET = ["--no-progress"]
-FAST_LLC = ["--num-chains", "2", "--num-draws", "50", "--num-burnin", "20", "--step-size",
+FAST_LLC = ["--num-chains", "2", "--num-samples", "50", "--num-warmup", "20", "--step-size",
             "1e-3"]
 
 
@@ -132,7 +132,7 @@ def test_unknown_model(regression_csv, tmp_path, capsys):
     _one_line_error(capsys, "no_such_model")
 
 
-@pytest.mark.parametrize("option", [["--num-draws", "-5"], ["--num-draws", "many"],
+@pytest.mark.parametrize("option", [["--num-samples", "-5"], ["--num-samples", "many"],
                                     ["--step-size", "0"]])
 def test_bad_option_values(regression_csv, tmp_path, capsys, option):
     status = main(["llc", str(regression_csv), "-m", "linear_regression(1)", "--x", "x", "--y",

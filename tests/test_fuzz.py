@@ -116,7 +116,7 @@ def test_llc_with_malformed_settings(case, w, step_size, gamma, nbeta, num_chain
     problem, _, _ = case
     result, caught = _checked(lambda: slt.llc(
         problem, {"w": w}, jax.random.key(0), step_size=step_size, gamma=gamma, nbeta=nbeta,
-        num_chains=num_chains, num_draws=8, num_burnin=0, batch_size=8, progress=False,
+        num_chains=num_chains, num_samples=8, num_warmup=0, batch_size=8, progress=False,
     ))
     if result is not None:
         assert step_size != "auto"  # the calibration cannot pass with 8 draws

@@ -103,13 +103,13 @@ def test_float32_sampling_with_x64_on(float32_case):
     assert fit.params["w"].dtype == jnp.float32
     assert problem.loglik(fit.params, problem.data).dtype == jnp.float32
     result = slt.llc(
-        problem, fit.params, KEY, step_size=1e-4, num_chains=2, num_draws=200, num_burnin=50,
+        problem, fit.params, KEY, step_size=1e-4, num_chains=2, num_samples=200, num_warmup=50,
         batch_size=64, progress=False,
     )
     assert result.loss_trace.dtype == np.float32
     # d/2 = 1; a loose check that float32 sampling is not garbage (se measured ~0.1)
     assert np.isfinite(result.llc_mean)
-    assert abs(result.llc_mean - 1.0) < 5 * result.llc_std_error + 0.5
+    assert abs(result.llc_mean - 1.0) < 5 * result.std_error + 0.5
 
 
 def test_x64_off_samples_in_float32_and_keeps_geometry_in_float64(float32_case):
@@ -120,7 +120,7 @@ def test_x64_off_samples_in_float32_and_keeps_geometry_in_float64(float32_case):
         fit = _fit_at(problem, _exact_map(problem, x, y, 1.0, 1.0))
         laplace = slt.laplace(problem, fit)
         result = slt.llc(
-            problem, fit.params, KEY, step_size=1e-4, num_chains=2, num_draws=50, num_burnin=0,
+            problem, fit.params, KEY, step_size=1e-4, num_chains=2, num_samples=50, num_warmup=0,
             batch_size=64, progress=False,
         )
         # the slides' mixture at mu = 0: pi is unidentifiable, an exactly zero eigenvalue

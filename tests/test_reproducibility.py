@@ -55,8 +55,8 @@ def test_llc_calibrate_repeats_with_its_key():
     """Runs this short are cold (the temperature criterion rejects them, rightly); it is
     switched off because this test is about reproducibility, not the criterion."""
     first, other = _three_runs(lambda key: slt.llc_calibrate(
-        problem(), minimum(), key, step_sizes=[1e-3, 3e-3], batch_size=10, num_draws=60,
-        num_burnin=20, max_temperature_deviation=10.0, progress=False,
+        problem(), minimum(), key, step_sizes=[1e-3, 3e-3], batch_size=10, num_samples=60,
+        num_warmup=20, max_temperature_deviation=10.0, progress=False,
     ))
     assert not np.array_equal(first.table["llc"], other.table["llc"])
 

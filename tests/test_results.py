@@ -3,6 +3,7 @@ load (and to_inference_data where it holds draws) and round-trips exactly; write
 refuse to overwrite unless asked, and leave nothing behind when interrupted."""
 
 import dataclasses
+import json
 import math
 import warnings
 
@@ -29,7 +30,16 @@ from slt.geometry.fisher import fisher_information
 from slt.geometry.matrix_free import fisher_spectrum
 from slt.geometry.scan import fisher_scan
 from slt.natural_gradient import natural_gradient_fit
-from slt.results import FORMAT_VERSION, Persistable, atomic_path, atomic_write, load, save
+from slt.results import (
+    FORMAT_VERSION,
+    RENAMED_FIELDS,
+    Persistable,
+    atomic_path,
+    atomic_write,
+    load,
+    save,
+)
+from slt.samplers.importance import ImportanceRun
 
 matplotlib.use("Agg")
 
@@ -56,10 +66,10 @@ def results():
             progress=False,
         )
         fit = comparison.results["d=2"]["fit"]
-        local = llc(problem, fit.params, jax.random.key(2), num_chains=2, num_draws=20,
-                    num_burnin=10, step_size=1e-4, progress=False)
-        calibration = llc_calibrate(problem, fit.params, jax.random.key(3), num_draws=20,
-                                    num_burnin=10, chains_per_candidate=1, progress=False)
+        local = llc(problem, fit.params, jax.random.key(2), num_chains=2, num_samples=20,
+                    num_warmup=10, step_size=1e-4, progress=False)
+        calibration = llc_calibrate(problem, fit.params, jax.random.key(3), num_samples=20,
+                                    num_warmup=10, chains_per_candidate=1, progress=False)
     mixture = models.fixed_component_mixture()
     base = {"pi": 0.5, "mu": 1.0, "sigma": 1.0}
     found = [
@@ -345,3 +355,63 @@ def test_foreign_corrupt_and_newer_files_are_refused_clearly(results, tmp_path):
     truncated = _rewrite_root(saved, tmp_path / "truncated.nc", manifest=manifest[:40])
     with pytest.raises(ValueError, match="damaged"):
         load(truncated)
+
+
+def _with_old_field_names(source, target):
+    """Rewrite a saved file as the previous format version wrote it: version
+    FORMAT_VERSION - 1 and, in the manifest, the field names from before
+    RENAMED_FIELDS[FORMAT_VERSION]. Returns the classes whose fields were renamed."""
+    renames = RENAMED_FIELDS[FORMAT_VERSION]
+    renamed = set()
+
+    def walk(node):
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        node = {key: walk(value) for key, value in node.items()}
+        old_names = {new: old for old, new in renames.get(node.get("class"), {}).items()}
+        if node.get("type") in ("dataclass", "namedtuple") and old_names:
+            renamed.add(node["class"])
+            node["fields"] = {old_names.get(key, key): value
+                              for key, value in node["fields"].items()}
+        return node
+
+    def groups(node):
+        if isinstance(node, list):
+            return [name for item in node for name in groups(item)]
+        if not isinstance(node, dict):
+            return []
+        own = [node["group"]] if isinstance(node.get("group"), str) else []
+        return own + [name for value in node.values() for name in groups(value)]
+
+    with xr.open_dataset(source, engine="h5netcdf") as root:
+        root = root.load()
+    manifest = json.loads(str(root["slt_manifest"].values.item()))
+    root["slt_manifest"] = xr.Variable((), json.dumps(walk(manifest)))
+    root.attrs["slt_format_version"] = FORMAT_VERSION - 1
+    root.to_netcdf(target, engine="h5netcdf")
+    for group in groups(manifest):
+        with xr.open_dataset(source, engine="h5netcdf", group=group) as dataset:
+            dataset.load().to_netcdf(target, engine="h5netcdf", mode="a", group=group)
+    return renamed
+
+
+def test_files_of_the_previous_version_load_with_their_old_field_names(results, tmp_path):
+    """A file written before the vocabulary renames (format version 1: llc_std_error,
+    num_burnin, num_params, compile_seconds, ...) loads as the result saved, under the new
+    names; every renamed class is exercised."""
+    importance = ImportanceRun(log_evidence=-10.0, std_error=0.1, pareto_k=0.3, ess=500.0,
+                               num_samples=1000, num_permutations=1, num_components=3,
+                               run_time=0.5)
+    found = {**results, "importance": dataclasses.replace(results["FreeEnergyResult"],
+                                                          importance_run=importance)}
+    renamed = set()
+    for name, result in found.items():
+        saved = result.save(tmp_path / f"{name}.nc")
+        renamed |= _with_old_field_names(saved, tmp_path / f"{name}.old.nc")
+        assert_same(load(tmp_path / f"{name}.old.nc"), result, name)
+    assert renamed == set(RENAMED_FIELDS[FORMAT_VERSION])
+    manifest = str(xr.open_dataset(tmp_path / "LLCResult.old.nc",
+                                   engine="h5netcdf")["slt_manifest"].values.item())
+    assert '"llc_std_error"' in manifest and '"num_burnin"' in manifest

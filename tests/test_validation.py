@@ -69,7 +69,7 @@ CASES = [
     ("fit_map", lambda c: (c["problem"], KEY), {"init": {"v": jnp.zeros(2)}}, "structure"),
     # bic, laplace
     ("bic", lambda c: (c["problem"], "fit"), {}, "fit must be a FitResult"),
-    ("bic", lambda c: (c["problem"], c["fit"]), {"num_params": 1.5}, "num_params"),
+    ("bic", lambda c: (c["problem"], c["fit"]), {"dim": 1.5}, "dim"),
     ("laplace", lambda c: (c["problem"], c["fit"]), {"num_modes": 0}, "num_modes"),
     ("laplace", lambda c: (c["problem"], c["fit"]), {"num_modes": np.nan}, "num_modes"),
     # llc, llc_calibrate

@@ -191,7 +191,7 @@ def _network_llc(network: Network, key, progress: bool) -> tuple[dict, object]:
         "(d - nullity)/2 (symmetry)": (problem.dim - nullity) / 2,
         "exact λ": None if exact is None else float(exact.value),
         "λ̂": result.llc_mean,
-        "se": result.llc_std_error,
+        "se": result.std_error,
         "rank I(w*)": fisher.rank,
         "step size": result.step_size,
         "seconds": time.perf_counter() - start,

@@ -64,9 +64,9 @@ def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
     sampler = parser.add_argument_group("sampler")
     sampler.add_argument("--num-chains", type=positive_int, default=4,
                          help="independent chains (default: 4)")
-    sampler.add_argument("--num-draws", type=positive_int, default=1000,
+    sampler.add_argument("--num-samples", type=positive_int, default=1000,
                          help="draws per chain kept for the estimate (default: 1000)")
-    sampler.add_argument("--num-burnin", type=nonnegative_int, default=1000,
+    sampler.add_argument("--num-warmup", type=nonnegative_int, default=1000,
                          help="steps per chain discarded first (default: 1000)")
     sampler.add_argument("--step-size", type=_step_size, default="auto",
                          help="SGLD step size, or 'auto' to calibrate it (default: auto)")
@@ -113,11 +113,11 @@ def run(args: argparse.Namespace) -> int:
     params, origin = _center(problem, args)
     result = llc(
         problem, params, jax.random.key(args.seed), num_chains=args.num_chains,
-        num_draws=args.num_draws, num_burnin=args.num_burnin, step_size=args.step_size,
+        num_samples=args.num_samples, num_warmup=args.num_warmup, step_size=args.step_size,
         gamma=args.gamma, batch_size=args.batch_size, progress=args.progress,
     )
     print(f"{choice.label}: n = {problem.n}, d = {problem.dim}; {origin}")
-    print(f"\nλ̂ = {result.llc_mean:.4g} ± {result.llc_std_error:.2g} (d/2 = {problem.dim / 2:g})\n")
+    print(f"\nλ̂ = {result.llc_mean:.4g} ± {result.std_error:.2g} (d/2 = {problem.dim / 2:g})\n")
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         print(result.summary().to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     for message in result.warnings:

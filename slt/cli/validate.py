@@ -123,9 +123,9 @@ def _llc_case(spec, true_values, n, exact, key, quick) -> Outcome:
     problem = spec.problem(data)
     fit_key, llc_key = jax.random.split(key)
     fit = fit_map(problem, fit_key, prior=False, num_restarts=4)
-    draws = {"num_draws": 300, "num_burnin": 300} if quick else {}
+    draws = {"num_samples": 300, "num_warmup": 300} if quick else {}
     result = llc(problem, fit.params, llc_key, progress=False, **draws)
-    tolerance = max(0.25 * exact, 4 * result.llc_std_error)
+    tolerance = max(0.25 * exact, 4 * result.std_error)
     return _absolute(result.llc_mean, exact, tolerance, "25% or 4 se")
 
 

@@ -36,14 +36,14 @@ class BICResult(Persistable):
       bic: the classical value -2 log p(D | ŵ) + d log n = 2 * free_energy.
       nll: n L_n(ŵ) = -log p(D | ŵ).
       penalty: (d/2) log n.
-      num_params: d; n: the number of examples; objective: "mle" or "map" (the fit used).
+      dim: d; n: the number of examples; objective: "mle" or "map" (the fit used).
     """
 
     free_energy: float
     bic: float
     nll: float
     penalty: float
-    num_params: int
+    dim: int
     n: int
     objective: str
 
@@ -51,16 +51,16 @@ class BICResult(Persistable):
         """One-row table."""
         return pd.DataFrame([{
             "bic_free_energy": self.free_energy, "bic_classical": self.bic, "nll": self.nll,
-            "penalty": self.penalty, "d": self.num_params, "n": self.n, "fit": self.objective,
+            "penalty": self.penalty, "d": self.dim, "n": self.n, "fit": self.objective,
         }])
 
     def to_xarray(self) -> xr.Dataset:
         """The estimate as an xarray Dataset: 0-d variables free_energy, bic, nll and penalty
-        (nats; `bic` on the classical 2x scale), attrs num_params (d), n and objective."""
+        (nats; `bic` on the classical 2x scale), attrs dim (d), n and objective."""
         return xr.Dataset(
             {"free_energy": self.free_energy, "bic": self.bic, "nll": self.nll,
              "penalty": self.penalty},
-            attrs={"num_params": self.num_params, "n": self.n, "objective": self.objective},
+            attrs={"dim": self.dim, "n": self.n, "objective": self.objective},
         )
 
     def plot(self, **kwargs):
@@ -72,12 +72,12 @@ class BICResult(Persistable):
     def __repr__(self) -> str:
         return (
             f"BICResult(free_energy={self.free_energy:.6g} = n L_n {self.nll:.6g} + "
-            f"(d/2) log n {self.penalty:.4g}; classical bic={self.bic:.6g}; d={self.num_params}, "
+            f"(d/2) log n {self.penalty:.4g}; classical bic={self.bic:.6g}; d={self.dim}, "
             f"n={self.n}, fit={self.objective})"
         )
 
 
-def bic(problem: Problem, fit: FitResult, *, num_params: int | None = None) -> BICResult:
+def bic(problem: Problem, fit: FitResult, *, dim: int | None = None) -> BICResult:
     """BIC from a fit: n L_n(ŵ) + (d/2) log n, and the classical 2x value.
 
     Args:
@@ -85,13 +85,13 @@ def bic(problem: Problem, fit: FitResult, *, num_params: int | None = None) -> B
       fit: `slt.fit_map(problem, key, prior=False)` for the textbook BIC (the MLE), or the MAP
         (`prior=True`) where the MLE does not exist (Gaussian mixtures with free scales); the
         two differ by O(1) nats.
-      num_params: d; default `problem.dim` (free parameters after constraints).
+      dim: d; default `problem.dim` (free parameters after constraints).
 
     Returns:
       A `BICResult`.
 
     Raises:
-      InputError (a ValueError): problem or fit of the wrong type, num_params not an
+      InputError (a ValueError): problem or fit of the wrong type, dim not an
         integer >= 0.
       ValueError: the fit's log-likelihood is not finite.
 
@@ -104,12 +104,12 @@ def bic(problem: Problem, fit: FitResult, *, num_params: int | None = None) -> B
     """
     require_problem(problem)
     require_instance("fit", fit, FitResult, "a FitResult from slt.fit_map")
-    d = problem.dim if num_params is None else require_int("num_params", num_params, minimum=0)
+    d = problem.dim if dim is None else require_int("dim", dim, minimum=0)
     nll = -float(fit.loglik)
     if not np.isfinite(nll):
         raise ValueError(f"the fit's log-likelihood is not finite ({fit.loglik})")
     penalty = 0.5 * d * float(np.log(problem.n))
     return BICResult(
         free_energy=nll + penalty, bic=2.0 * (nll + penalty), nll=nll, penalty=penalty,
-        num_params=d, n=problem.n, objective=fit.objective,
+        dim=d, n=problem.n, objective=fit.objective,
     )

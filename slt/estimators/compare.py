@@ -588,7 +588,7 @@ _COLUMNS = {
                               "free_energy_method": r.method},
     "rlct": lambda r: {
         "rlct": r.rlct, "rlct_se": r.std_error, "m": r.multiplicity,
-        "singular_bic": r.singular_bic, "singular_bic_se": r.singular_bic_se,
+        "singular_bic": r.singular_bic, "singular_bic_se": r.singular_bic_std_error,
     },
     "loo": lambda r: {"elpd_loo": float(r["elpd_loo"]), "elpd_loo_se": float(r["se"])},
     "nested": lambda r: {"nested": r.free_energy, "nested_se": r.std_error},

@@ -6,7 +6,7 @@ the expectation over the local tempered posterior
 pi(w) ∝ exp(-n beta L_n(w) - (gamma / 2) ||w - w*||^2), beta = 1 / log n by default. Conventions
 (DESIGN.md): L_n is the per-example negative log-likelihood with its constants; L_n(w*) is
 computed on the **full** data and reported as `init_loss`; every chain draws its own minibatches
-by shuffled epochs; burn-in draws are excluded.
+by shuffled epochs; warmup draws are excluded.
 
 Variance reduction. E[L_n(w)] - L_n(w*) is estimated by the mean over draws of the *paired*
 difference L_b(w_t) - L_b(w*), both on the step's minibatch b. Since E_b[L_b(w*)] = L_n(w*), it
@@ -74,14 +74,17 @@ class LLCResult(Persistable):
     """lambda_hat with its uncertainty, the loss traces and the diagnostics of the run.
 
     Attributes:
-      llc_mean: lambda_hat over all non-diverged chains and post-burn-in draws.
-      llc_std_error: its standard error, sd / sqrt(ESS) of the pooled per-draw estimates
+      llc_mean: lambda_hat over all non-diverged chains and post-warmup draws.
+      std_error: its standard error, sd / sqrt(ESS) of the pooled per-draw estimates
         n beta (L_b(w_t) - L_b(w*)), ESS their effective sample size (ArviZ).
       llc_per_chain: lambda_hat of each chain (NaN for a diverged chain).
-      loss_trace: (chain, draw) minibatch losses L_b(w_t) after burn-in (NaN after divergence).
+      loss_trace: (chain, draw) minibatch losses L_b(w_t) after warmup (NaN after divergence).
       center_loss_trace: L_b(w*) on the same minibatches.
       init_loss: L_n(w*) on the full data.
       nbeta, step_size, gamma, batch_size, preconditioner: the configuration.
+      num_warmup: the steps each chain ran before the kept draws (twice the argument after
+        each `step_size="auto"` repetition); num_chains, num_samples (properties): the
+        traces' shape, chains by draws kept per chain.
       mala_acceptance: mean MALA acceptance probability (measured every `mala_every` steps).
       fraction_below_init: fraction of draws with L_b(w_t) < L_b(w*): near 1/2 or more means
         w* is not a local minimum (lambda_hat near or below 0).
@@ -96,7 +99,7 @@ class LLCResult(Persistable):
         reached the local posterior yet. NaN when not measured.
       drift_z: the change of lambda_hat between the first and second half of the draws in
         standard errors (`trace_drift`); above 3 a warning says the chains have not settled
-        (lambda_hat still rising: burn-in too short for the step size).
+        (lambda_hat still rising: warmup too short for the step size).
       diverged_at: per chain, the step of divergence (-1 if none); suggested_step_size: a
         smaller step size when any chain diverged, else None.
       compile_time, run_time: seconds.
@@ -108,7 +111,7 @@ class LLCResult(Persistable):
     """
 
     llc_mean: float
-    llc_std_error: float
+    std_error: float
     llc_per_chain: np.ndarray
     loss_trace: np.ndarray = field(repr=False)
     center_loss_trace: np.ndarray = field(repr=False)
@@ -118,7 +121,7 @@ class LLCResult(Persistable):
     gamma: float
     batch_size: int
     preconditioner: str | None
-    num_burnin: int
+    num_warmup: int
     mala_acceptance: float
     fraction_below_init: float
     rhat: float
@@ -139,7 +142,7 @@ class LLCResult(Persistable):
         return self.loss_trace.shape[0]
 
     @property
-    def num_draws(self) -> int:
+    def num_samples(self) -> int:
         return self.loss_trace.shape[1]
 
     def llc_trace(self) -> np.ndarray:
@@ -152,9 +155,9 @@ class LLCResult(Persistable):
             [
                 {
                     "llc": self.llc_mean,
-                    "se": self.llc_std_error,
+                    "se": self.std_error,
                     "chains": self.num_chains,
-                    "draws": self.num_draws,
+                    "draws": self.num_samples,
                     "step_size": self.step_size,
                     "extrapolated": self.extrapolated,
                     "gamma": self.gamma,
@@ -185,16 +188,16 @@ class LLCResult(Persistable):
             data["distance"] = (dims, self.distance_trace)
         return xr.Dataset(
             data,
-            coords={"chain": np.arange(self.num_chains), "draw": np.arange(self.num_draws)},
+            coords={"chain": np.arange(self.num_chains), "draw": np.arange(self.num_samples)},
             attrs={
                 "llc_mean": self.llc_mean,
-                "llc_std_error": self.llc_std_error,
+                "std_error": self.std_error,
                 "init_loss": self.init_loss,
                 "nbeta": self.nbeta,
                 "step_size": self.step_size,
                 "gamma": self.gamma,
                 "batch_size": self.batch_size,
-                "num_burnin": self.num_burnin,
+                "num_warmup": self.num_warmup,
                 "extrapolated": int(self.extrapolated),
                 "temperature": self.temperature,
                 "temperature_std_error": self.temperature_std_error,
@@ -214,8 +217,8 @@ class LLCResult(Persistable):
     def __repr__(self) -> str:
         flags = "" if not self.warnings else f", {len(self.warnings)} warning(s)"
         return (
-            f"LLCResult(llc={self.llc_mean:.4g} ± {self.llc_std_error:.2g}, "
-            f"chains={self.num_chains}, draws={self.num_draws}, "
+            f"LLCResult(llc={self.llc_mean:.4g} ± {self.std_error:.2g}, "
+            f"chains={self.num_chains}, draws={self.num_samples}, "
             f"mala_acceptance={self.mala_acceptance:.2f}, rhat={self.rhat:.3f}{flags})"
         )
 
@@ -226,8 +229,8 @@ def llc(
     key: jax.Array,
     *,
     num_chains: int = 4,
-    num_draws: int = 1000,
-    num_burnin: int = 1000,
+    num_samples: int = 1000,
+    num_warmup: int = 1000,
     step_size: float | str = "auto",
     gamma: float = 1.0,
     nbeta: float | None = None,
@@ -252,14 +255,14 @@ def llc(
         reduced-rank regression at n = 20 000; benchmarks/RESULTS.md).
       key: PRNG key.
       num_chains: independent chains (vmapped; sharded over devices when it divides evenly).
-      num_draws: draws per chain kept for the estimate (one per step).
-      num_burnin: steps per chain discarded first.
+      num_samples: draws per chain kept for the estimate (one per step).
+      num_warmup: steps per chain discarded first.
       step_size: SGLD step size eps, or "auto": choose it with `llc_calibrate` (the largest
         step size that passes its criterion; see its docstring), then check the run: if a
         chain diverged (it reached a stiffer region than the short calibration runs saw) or
         the configurational temperature T exceeds 1 + 0.1 by more than one standard error (the
         chains ran hot: lambda_hat too high), halve the step and run again with twice the
-        burn-in (the chains move half as far per step), at most 3 times, each repetition
+        warmup (the chains move half as far per step), at most 3 times, each repetition
         noted in `warnings` (not with a checkpoint, whose file belongs to one
         step size, nor with mala_every=0, which measures no temperature). A short calibration
         run measures T roughly, the full run more precisely (one standard error, not two:
@@ -301,7 +304,7 @@ def llc(
         tanh network at f = 0, n = 5000: 0.38 ± 0.08 against the exact finite-n value 0.53,
         plain 0.87). A `temperature` far above 1 says the bias is worth removing.
       calibration: options for `llc_calibrate` when step_size="auto" (for example
-        {"chains_per_candidate": 4, "num_draws": 3000}: a longer sweep measures each
+        {"chains_per_candidate": 4, "num_samples": 3000}: a longer sweep measures each
         candidate's temperature more precisely, so the hot side of the criterion bites;
         measured on a one-hidden-layer tanh network at f = 0 it then rejects the step the
         default sweep picks, whose T is 2.06 ± 0.14). Ignored for a numeric step_size.
@@ -322,8 +325,8 @@ def llc(
 
     Example:
       >>> fit = slt.fit_map(problem, key, prior=False)
-      >>> result = slt.llc(problem, fit.params, key, step_size=1e-4, num_draws=2000)
-      >>> result.llc_mean, result.llc_std_error
+      >>> result = slt.llc(problem, fit.params, key, step_size=1e-4, num_samples=2000)
+      >>> result.llc_mean, result.std_error
     """
     step_size = require_step_size("step_size", step_size)
     calibration = {} if calibration is None else dict(
@@ -332,8 +335,8 @@ def llc(
     validate_local_run(
         problem, params, key, gamma=gamma, nbeta=nbeta, batch_size=batch_size,
         preconditioner=preconditioner, counts={
-            "num_chains": (num_chains, 1), "num_draws": (num_draws, 1),
-            "num_burnin": (num_burnin, 0), "mala_every": (mala_every, 0),
+            "num_chains": (num_chains, 1), "num_samples": (num_samples, 1),
+            "num_warmup": (num_warmup, 0), "mala_every": (mala_every, 0),
             "chunk_size": (chunk_size, 1),
         },
     )
@@ -361,7 +364,7 @@ def llc(
             params,
             key,
             num_chains=num_chains,
-            num_steps=num_burnin + num_draws,
+            num_steps=num_warmup + num_samples,
             step_size=step_size,
             gamma=gamma,
             nbeta=nbeta,
@@ -383,7 +386,7 @@ def llc(
                 f"{diverged.size} chain(s) diverged (first at step {int(diverged.min())})"
             )
         else:
-            temperature, temperature_se = _temperature(trace, num_burnin)
+            temperature, temperature_se = _temperature(trace, num_warmup)
             if not temperature - 1 > HOT_TEMPERATURE + temperature_se:
                 break
             problem_found = (
@@ -392,10 +395,10 @@ def llc(
             )
         notes.append(
             f"step_size='auto': the run at the calibrated step {step_size:.3g} "
-            f"{problem_found}; repeated at {step_size / 2:.3g} with {2 * num_burnin} burn-in "
+            f"{problem_found}; repeated at {step_size / 2:.3g} with {2 * num_warmup} warmup "
             "steps"
         )
-        step_size, num_burnin = step_size / 2, 2 * num_burnin
+        step_size, num_warmup = step_size / 2, 2 * num_warmup
     return summarise_trace(
         trace,
         init_loss=trace.center_full_loss,
@@ -404,17 +407,17 @@ def llc(
         gamma=float(gamma),
         batch_size=batch_size,
         preconditioner=preconditioner,
-        num_burnin=num_burnin,
+        num_warmup=num_warmup,
         extrapolated=bool(extrapolate),
         notes=notes,
     )
 
 
-def _temperature(trace, num_burnin) -> tuple[float, float]:
-    """Configurational temperature (and its se) of the non-diverged chains after burn-in."""
+def _temperature(trace, num_warmup) -> tuple[float, float]:
+    """Configurational temperature (and its se) of the non-diverged chains after warmup."""
     healthy = trace.diverged_at < 0
     return configurational_temperature(
-        trace.gradient_product[:, num_burnin:][healthy], trace.laplacian[:, num_burnin:][healthy]
+        trace.gradient_product[:, num_warmup:][healthy], trace.laplacian[:, num_warmup:][healthy]
     )
 
 
@@ -427,13 +430,13 @@ def summarise_trace(
     gamma,
     batch_size,
     preconditioner,
-    num_burnin,
+    num_warmup,
     extrapolated=False,
     notes=(),
 ) -> LLCResult:
     """Turn a `ChainTrace` into an `LLCResult` (estimate, standard error, diagnostics)."""
-    loss = trace.loss[:, num_burnin:]
-    center_loss = trace.center_loss[:, num_burnin:]
+    loss = trace.loss[:, num_warmup:]
+    center_loss = trace.center_loss[:, num_warmup:]
     healthy = trace.diverged_at < 0
     if not healthy.any():
         raise FloatingPointError(
@@ -445,10 +448,10 @@ def summarise_trace(
     kept = per_draw[healthy]
     mean, std_error, ess, rhat = trace_statistics(kept)
     messages = list(notes)
-    acceptance = np.exp(trace.log_acceptance[:, num_burnin:][healthy])
+    acceptance = np.exp(trace.log_acceptance[:, num_warmup:][healthy])
     mala = float(np.nanmean(acceptance)) if np.isfinite(acceptance).any() else float("nan")
     below = float(np.mean(kept < 0))
-    temperature, temperature_se = _temperature(trace, num_burnin)
+    temperature, temperature_se = _temperature(trace, num_warmup)
     drift = trace_drift(kept)
     suggested = None
     if not healthy.all():
@@ -474,24 +477,24 @@ def summarise_trace(
     elif 1 - temperature > max(HOT_TEMPERATURE, 3 * temperature_se):
         messages.append(
             f"the chains are cold (configurational temperature {temperature:.2f} ± "
-            f"{temperature_se:.2f}): they have not reached the local posterior; burn in "
+            f"{temperature_se:.2f}): they have not reached the local posterior; warm up "
             "longer or use a larger step size"
         )
     if rhat > 1.1:
-        messages.append(f"R-hat {rhat:.2f} > 1.1: chains disagree; run longer or burn in more")
+        messages.append(f"R-hat {rhat:.2f} > 1.1: chains disagree; run and warm up longer")
     if drift > MAX_DRIFT:
         first, second = (kept[:, part].mean() for part in np.array_split(
             np.arange(kept.shape[1]), 2))
         messages.append(
             f"lambda_hat drifts from {first:.3g} (first half of the draws) to {second:.3g} "
-            f"(second half), {drift:.1f} standard errors: the chains have not settled; burn "
-            "in longer (num_burnin) or draw more"
+            f"(second half), {drift:.1f} standard errors: the chains have not settled; warm "
+            "up longer (num_warmup) or draw more"
         )
     for message in messages:
         warnings.warn(message, stacklevel=3)
     return LLCResult(
         llc_mean=mean,
-        llc_std_error=std_error,
+        std_error=std_error,
         llc_per_chain=per_chain,
         loss_trace=loss,
         init_loss=init_loss,
@@ -500,7 +503,7 @@ def summarise_trace(
         gamma=gamma,
         batch_size=batch_size,
         preconditioner=preconditioner,
-        num_burnin=num_burnin,
+        num_warmup=num_warmup,
         center_loss_trace=center_loss,
         mala_acceptance=mala,
         fraction_below_init=below,
@@ -511,7 +514,7 @@ def summarise_trace(
         compile_time=trace.compile_time,
         run_time=trace.run_time,
         warnings=tuple(messages),
-        distance_trace=trace.distance[:, num_burnin:],
+        distance_trace=trace.distance[:, num_warmup:],
         extrapolated=extrapolated,
         temperature=temperature,
         temperature_std_error=temperature_se,
@@ -533,7 +536,7 @@ def trace_drift(values: np.ndarray) -> float:
 
     |mean(second half) - mean(first half)| in standard errors of that difference (each
     half's standard error from its own ESS, `trace_statistics`). A stationary trace gives
-    about |N(0, 1)|; chains that are still spreading out from w* (too short a burn-in for the
+    about |N(0, 1)|; chains that are still spreading out from w* (too short a warmup for the
     step size) give a rising lambda_hat and a large value. NaN with fewer than 8 draws.
     """
     half = values.shape[1] // 2

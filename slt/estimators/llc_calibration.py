@@ -8,7 +8,7 @@ once in one compiled program (step size and gamma are per-chain runtime values).
      the discretisation error of each step is small; Lau et al. report trustworthy lambda_hat
      in that regime), and
   3. the trace is stationary: the mean of n beta (L_b - L_b(w*)) over the first and the second
-     half of the post-burn-in draws differ by less than 3 standard errors of the difference
+     half of the post-warmup draws differ by less than 3 standard errors of the difference
      (too small a step size has not reached the local posterior and still drifts), and
   4. the minibatch gradient noise is small against the injected Langevin noise:
      r(eps) = (eps / 4d) sum_j G_j (n beta)^2 Var_b(g_j) <= `max_noise_ratio` (0.02), with
@@ -130,8 +130,8 @@ def llc_calibrate(
     preconditioner: str | None = None,
     include_prior: bool = False,
     chains_per_candidate: int = 2,
-    num_draws: int = 1000,
-    num_burnin: int = 500,
+    num_samples: int = 1000,
+    num_warmup: int = 500,
     min_acceptance: float = 0.9,
     max_noise_ratio: float = 0.02,
     max_temperature_deviation: float = 0.1,
@@ -146,7 +146,7 @@ def llc_calibrate(
       gamma: localization strength when `gammas` is None.
       gammas: candidate gammas to calibrate as well (optional).
       nbeta, batch_size, preconditioner, include_prior: as for `llc`.
-      chains_per_candidate, num_draws, num_burnin: size of each candidate's short run.
+      chains_per_candidate, num_samples, num_warmup: size of each candidate's short run.
       min_acceptance: the MALA acceptance a candidate needs.
       max_noise_ratio: the largest gradient-noise ratio r(eps) a candidate may have.
       max_temperature_deviation: the largest |T - 1| (beyond 2 standard errors) a candidate
@@ -166,8 +166,8 @@ def llc_calibrate(
     validate_local_run(
         problem, params, key, gamma=gammas, nbeta=nbeta, batch_size=batch_size,
         preconditioner=preconditioner, counts={
-            "chains_per_candidate": (chains_per_candidate, 1), "num_draws": (num_draws, 1),
-            "num_burnin": (num_burnin, 0),
+            "chains_per_candidate": (chains_per_candidate, 1), "num_samples": (num_samples, 1),
+            "num_warmup": (num_warmup, 0),
         },
     )
     require_in_interval("min_acceptance", min_acceptance, 0.0, 1.0, closed=True)
@@ -188,7 +188,7 @@ def llc_calibrate(
         params,
         key,
         num_chains=grid_steps.size * repeat,
-        num_steps=num_burnin + num_draws,
+        num_steps=num_warmup + num_samples,
         step_size=jnp.repeat(grid_steps, repeat),
         gamma=jnp.repeat(grid_gammas, repeat),
         nbeta=nbeta,
@@ -205,7 +205,7 @@ def llc_calibrate(
     rows = []
     for index, (step_size, gamma_value) in enumerate(zip(grid_steps, grid_gammas, strict=True)):
         chains = slice(index * repeat, (index + 1) * repeat)
-        row = _assess(trace, chains, num_burnin, nbeta, min_acceptance, max_temperature_deviation)
+        row = _assess(trace, chains, num_warmup, nbeta, min_acceptance, max_temperature_deviation)
         row["noise_ratio"] = noise_per_step * step_size
         row["passes"] = row["passes"] and row["noise_ratio"] <= max_noise_ratio
         rows.append(row | {"step_size": step_size, "gamma": gamma_value})
@@ -287,14 +287,14 @@ def gradient_noise_ratio(
     return float(step_size / 4 * nbeta**2 * jnp.mean(diagonal * minibatch_variance))
 
 
-def _assess(trace, chains, num_burnin, nbeta, min_acceptance, max_temperature_deviation) -> dict:
+def _assess(trace, chains, num_warmup, nbeta, min_acceptance, max_temperature_deviation) -> dict:
     """The criterion's checks 1, 2, 3 and 5 for one candidate's chains."""
     diverged = bool(np.any(trace.diverged_at[chains] >= 0))
-    values = nbeta * (trace.loss[chains, num_burnin:] - trace.center_loss[chains, num_burnin:])
-    acceptance = np.exp(trace.log_acceptance[chains, num_burnin:])
+    values = nbeta * (trace.loss[chains, num_warmup:] - trace.center_loss[chains, num_warmup:])
+    acceptance = np.exp(trace.log_acceptance[chains, num_warmup:])
     mala = float(np.nanmean(acceptance)) if np.isfinite(acceptance).any() else 0.0
     temperature, temperature_se = configurational_temperature(
-        trace.gradient_product[chains, num_burnin:], trace.laplacian[chains, num_burnin:]
+        trace.gradient_product[chains, num_warmup:], trace.laplacian[chains, num_warmup:]
     )
     if diverged or not np.all(np.isfinite(values)):
         return {

@@ -82,12 +82,13 @@ class RLCTResult(Persistable):
       multiplicity: m_hat, an integer >= 1; multiplicity_interval: (lowest, highest) m whose
         fit is within `MULTIPLICITY_CHI2` of the best.
       window: (beta_low, beta_high) of the chosen fit.
-      two_temperature, two_temperature_se: Watanabe's two-temperature estimate.
-      betas, expected_nll, expected_nll_se: E_beta[n L_n] and its standard error per beta.
-      n: examples; num_params: d; sampler: where the expectations came from.
+      two_temperature, two_temperature_std_error: Watanabe's two-temperature estimate.
+      betas, expected_nll, expected_nll_std_error: E_beta[n L_n] and its standard error per
+        beta.
+      n: examples; dim: d; sampler: where the expectations came from.
       nll_hat: n L_n(ŵ) at the fit (NaN without a fit).
       singular_bic: n L_n(ŵ) + lambda_hat log n - (m_hat - 1) log log n (NaN without a fit);
-        singular_bic_se = std_error log n.
+        singular_bic_std_error = std_error log n.
       bic: n L_n(ŵ) + (d/2) log n (NaN without a fit).
       coefficients: the chosen fit's (n L_n(w0), lambda).
       wbic_results: the `WBICResult` at each beta (one per temperature).
@@ -100,16 +101,16 @@ class RLCTResult(Persistable):
     multiplicity_interval: tuple[int, int]
     window: tuple[float, float]
     two_temperature: float
-    two_temperature_se: float
+    two_temperature_std_error: float
     betas: np.ndarray = field(repr=False)
     expected_nll: np.ndarray = field(repr=False)
-    expected_nll_se: np.ndarray = field(repr=False)
+    expected_nll_std_error: np.ndarray = field(repr=False)
     n: int
-    num_params: int
+    dim: int
     sampler: str
     nll_hat: float
     singular_bic: float
-    singular_bic_se: float
+    singular_bic_std_error: float
     bic: float
     coefficients: np.ndarray = field(repr=False)
     wbic_results: tuple[WBICResult, ...] = field(repr=False)
@@ -141,16 +142,16 @@ class RLCTResult(Persistable):
 
         Returns:
           Over dim ``beta`` (coordinate: the inverse temperatures, ascending): expected_nll
-          (E_beta[n L_n], nats), expected_nll_se, fitted (the chosen fit's E_beta[n L_n]), and
-          each temperature's rhat, ess and num_divergences; attrs rlct, std_error,
-          multiplicity, multiplicity_interval, window (beta_low, beta_high), two_temperature,
-          two_temperature_se, nll_hat, singular_bic, singular_bic_se, bic (nats), n,
-          num_params and sampler.
+          (E_beta[n L_n], nats), expected_nll_std_error, fitted (the chosen fit's
+          E_beta[n L_n]), and each temperature's rhat, ess and num_divergences; attrs rlct,
+          std_error, multiplicity, multiplicity_interval, window (beta_low, beta_high),
+          two_temperature, two_temperature_std_error, nll_hat, singular_bic,
+          singular_bic_std_error, bic (nats), n, dim and sampler.
         """
         return xr.Dataset(
             {
                 "expected_nll": (("beta",), self.expected_nll),
-                "expected_nll_se": (("beta",), self.expected_nll_se),
+                "expected_nll_std_error": (("beta",), self.expected_nll_std_error),
                 "fitted": (("beta",), self.fitted(self.betas)),
                 "rhat": (("beta",), [r.rhat for r in self.wbic_results]),
                 "ess": (("beta",), [r.ess for r in self.wbic_results]),
@@ -161,9 +162,10 @@ class RLCTResult(Persistable):
                 "rlct": self.rlct, "std_error": self.std_error, "multiplicity": self.multiplicity,
                 "multiplicity_interval": self.multiplicity_interval, "window": self.window,
                 "two_temperature": self.two_temperature,
-                "two_temperature_se": self.two_temperature_se, "nll_hat": self.nll_hat,
-                "singular_bic": self.singular_bic, "singular_bic_se": self.singular_bic_se,
-                "bic": self.bic, "n": self.n, "num_params": self.num_params,
+                "two_temperature_std_error": self.two_temperature_std_error,
+                "nll_hat": self.nll_hat, "singular_bic": self.singular_bic,
+                "singular_bic_std_error": self.singular_bic_std_error,
+                "bic": self.bic, "n": self.n, "dim": self.dim,
                 "sampler": self.sampler,
             },
         )
@@ -207,7 +209,7 @@ class RLCTResult(Persistable):
         return (
             f"RLCTResult(λ={self.rlct:.4g} ± {self.std_error:.2g}, m={self.multiplicity}"
             f"{interval}; two-temperature {self.two_temperature:.4g} ± "
-            f"{self.two_temperature_se:.2g}; {len(self.wbic_results)} temperatures by "
+            f"{self.two_temperature_std_error:.2g}; {len(self.wbic_results)} temperatures by "
             f"{self.sampler}{extra})"
         )
 
@@ -317,7 +319,7 @@ def rlct_from_draws(
     best = _best_fit(betas, means, errors, per_chain, n, int(max_multiplicity))
     span = 1.0 / betas[0] - 1.0 / betas[-1]
     two_temperature = float((means[0] - means[-1]) / span)
-    two_temperature_se = float(np.hypot(errors[0], errors[-1]) / span)
+    two_temperature_std_error = float(np.hypot(errors[0], errors[-1]) / span)
     nll_hat = float("nan") if fit is None else -float(fit.loglik)
     log_n = float(np.log(n))
     lam, lam_se, m = best["rlct"], best["std_error"], best["multiplicity"]
@@ -333,11 +335,11 @@ def rlct_from_draws(
     return RLCTResult(
         rlct=lam, std_error=lam_se, multiplicity=m,
         multiplicity_interval=best["multiplicity_interval"], window=best["window"],
-        two_temperature=two_temperature, two_temperature_se=two_temperature_se,
-        betas=betas, expected_nll=means, expected_nll_se=errors, n=n, num_params=problem.dim,
+        two_temperature=two_temperature, two_temperature_std_error=two_temperature_std_error,
+        betas=betas, expected_nll=means, expected_nll_std_error=errors, n=n, dim=problem.dim,
         sampler=sampler, nll_hat=nll_hat,
         singular_bic=nll_hat + lam * log_n - (m - 1) * np.log(log_n),
-        singular_bic_se=lam_se * log_n, bic=nll_hat + 0.5 * problem.dim * log_n,
+        singular_bic_std_error=lam_se * log_n, bic=nll_hat + 0.5 * problem.dim * log_n,
         coefficients=best["coefficients"], wbic_results=results, warnings=tuple(messages),
     )
 

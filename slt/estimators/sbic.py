@@ -108,7 +108,7 @@ class SBICResult(Persistable):
       sbic: log L'(M_j) (Drton & Plummer's scale, ≈ log P(Y | M_j)).
       free_energy: -sbic, ≈ F = -log Z (lower is better).
       posterior: posterior model probabilities ∝ L'(M_j) p(M_j).
-      num_params: d_j, or None when not given.
+      dims: d_j, the number of parameters (`dim`) of each model, or None when not given.
       bic: BIC on the free-energy scale, -ℓ_j + (d_j/2) log n, or None without d_j.
       warnings: diagnostics (log-likelihoods that decrease along the nesting).
     """
@@ -122,7 +122,7 @@ class SBICResult(Persistable):
     sbic: np.ndarray
     free_energy: np.ndarray
     posterior: np.ndarray
-    num_params: np.ndarray | None = None
+    dims: np.ndarray | None = None
     bic: np.ndarray | None = None
     warnings: tuple[str, ...] = ()
 
@@ -147,7 +147,7 @@ class SBICResult(Persistable):
             "sbic": self.sbic,
         }
         if self.bic is not None:
-            columns.update(d=self.num_params, bic_free_energy=self.bic)
+            columns.update(d=self.dims, bic_free_energy=self.bic)
         columns["posterior"] = self.posterior
         return pd.DataFrame(columns, index=pd.Index(self.names, name="model"))
 
@@ -156,7 +156,7 @@ class SBICResult(Persistable):
 
         Returns:
           Over dim ``model`` (coordinate: `names`, smallest first): log_likelihood, prior,
-          sbic, free_energy, posterior and, when d_j were given, num_params and bic (nats);
+          sbic, free_energy, posterior and, when d_j were given, dims (d_j) and bic (nats);
           over dims (true_model, model): learning_coefficients and multiplicities (entry
           [i, j] for truth generic in M_i, model M_j; NaN below the diagonal); attrs n and
           selected.
@@ -170,7 +170,7 @@ class SBICResult(Persistable):
             "multiplicities": (pair, self.multiplicities),
         }
         if self.bic is not None:
-            variables |= {"num_params": ("model", self.num_params), "bic": ("model", self.bic)}
+            variables |= {"dims": ("model", self.dims), "bic": ("model", self.bic)}
         return xr.Dataset(
             variables, coords={"model": list(self.names), "true_model": list(self.names)},
             attrs={"n": self.n, "selected": self.selected},
@@ -203,7 +203,7 @@ def sbic(
     *,
     prior: Sequence[float] | None = None,
     names: Sequence[str] | None = None,
-    num_params: Sequence[int] | None = None,
+    dims: Sequence[int] | None = None,
 ) -> SBICResult:
     """Drton & Plummer's singular BIC of nested models M_1 ⊂ … ⊂ M_J (module docstring).
 
@@ -226,7 +226,7 @@ def sbic(
         default all 1. Not allowed when the function already returns multiplicities.
       prior: p(M_j) > 0, any scale (normalised); default uniform.
       names: one distinct name per model; default "M1", …, "MJ".
-      num_params: d_j, for the BIC column -ℓ_j + (d_j/2) log n; default None (no BIC).
+      dims: d_j, for the BIC column -ℓ_j + (d_j/2) log n; default None (no BIC).
 
     Returns:
       An `SBICResult`.
@@ -263,7 +263,7 @@ def sbic(
     lam, mult = _tables(learning_coefficients, multiplicities, size)
     _check_nesting(lam, names)
     log_prior = np.log(_prior(prior, size))
-    d = None if num_params is None else _dimensions(num_params, size)
+    d = None if dims is None else _dimensions(dims, size)
 
     log_n = np.log(n)
     upper = np.triu(np.ones((size, size), bool))
@@ -278,7 +278,7 @@ def sbic(
         multiplicities=mult, prior=np.exp(log_prior), sbic=log_marginal,
         free_energy=-log_marginal,
         posterior=np.exp(log_marginal + log_prior - logsumexp(log_marginal + log_prior)),
-        num_params=d, bic=None if d is None else -log_likelihoods + 0.5 * d * log_n,
+        dims=d, bic=None if d is None else -log_likelihoods + 0.5 * d * log_n,
         warnings=tuple(messages),
     )
 
@@ -351,7 +351,7 @@ def sbic_gaussian_mixtures(
     components = np.arange(1, size + 1)
     return sbic(
         log_likelihoods, n, bound, prior=prior, names=[f"K={k}" for k in components],
-        num_params=(components - 1) + 2 * components * dim,
+        dims=(components - 1) + 2 * components * dim,
     )
 
 
@@ -413,7 +413,7 @@ def sbic_reduced_rank(
 
     return sbic(
         log_likelihoods, n, exact, prior=prior, names=[f"rank={h}" for h in ranks],
-        num_params=ranks * (M + N - ranks),
+        dims=ranks * (M + N - ranks),
     )
 
 
@@ -533,10 +533,10 @@ def _prior(prior, size: int) -> np.ndarray:
     return prior / prior.sum()
 
 
-def _dimensions(num_params, size: int) -> np.ndarray:
-    d = _finite_vector("num_params", num_params)
+def _dimensions(dims, size: int) -> np.ndarray:
+    d = _finite_vector("dims", dims)
     if d.size != size or np.any(d < 0) or np.any(d != np.round(d)):
-        raise InputError(f"num_params must be {size} integers >= 0 (one per model), got {d}")
+        raise InputError(f"dims must be {size} integers >= 0 (one per model), got {d}")
     return d.astype(np.int64)
 
 

@@ -309,7 +309,7 @@ class WBICResult(Persistable):
         return self.nll.shape[0]
 
     @property
-    def num_draws(self) -> int:
+    def num_samples(self) -> int:
         return self.nll.shape[1]
 
     @property
@@ -321,7 +321,7 @@ class WBICResult(Persistable):
         """One-row table of the estimate and its diagnostics."""
         return pd.DataFrame([{
             "wbic": self.wbic, "se": self.std_error, "beta": self.beta, "n": self.n,
-            "sampler": self.sampler, "chains": self.num_chains, "draws": self.num_draws,
+            "sampler": self.sampler, "chains": self.num_chains, "draws": self.num_samples,
             "ess": self.ess, "rhat": self.rhat, "divergences": self.num_divergences,
             "run_s": self.run_time,
         }])
@@ -358,7 +358,7 @@ class WBICResult(Persistable):
         flags = f", {len(self.warnings)} warning(s)" if self.warnings else ""
         return (
             f"WBICResult(wbic={self.wbic:.6g} ± {self.std_error:.2g}, beta={self.beta:.4g}, "
-            f"sampler={self.sampler!r}, chains={self.num_chains}, draws={self.num_draws}, "
+            f"sampler={self.sampler!r}, chains={self.num_chains}, draws={self.num_samples}, "
             f"rhat={self.rhat:.3f}, divergences={self.num_divergences}{flags})"
         )
 
@@ -480,15 +480,15 @@ def draws_inference_data(
     """ArviZ InferenceData of draws: "posterior" (constrained values, when positions exist),
     "sample_stats" (nll, beta and the sampler's diagnostics) and, if given, "log_likelihood"
     (a dict of (chain, draw, n) arrays; give it only for untempered draws)."""
-    chains, num_draws = draws.nll.shape
-    sample_stats = {"nll": draws.nll, "beta": np.repeat(draws.betas[:, None], num_draws, 1)}
+    chains, num_samples = draws.nll.shape
+    sample_stats = {"nll": draws.nll, "beta": np.repeat(draws.betas[:, None], num_samples, 1)}
     sample_stats.update(draws.sample_stats)
     groups = {"sample_stats": sample_stats}
     if draws.positions is not None:
-        flat = jnp.asarray(draws.positions).reshape(chains * num_draws, problem.dim)
+        flat = jnp.asarray(draws.positions).reshape(chains * num_samples, problem.dim)
         values = jax.vmap(lambda row: problem.constrain(problem.unravel(row)))(flat)
         groups["posterior"] = {
-            leaf_name(path): np.asarray(leaf).reshape(chains, num_draws, *leaf.shape[1:])
+            leaf_name(path): np.asarray(leaf).reshape(chains, num_samples, *leaf.shape[1:])
             for path, leaf in jax.tree_util.tree_flatten_with_path(values)[0]
         }
     if log_likelihood is not None:

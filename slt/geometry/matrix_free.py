@@ -76,7 +76,7 @@ def fisher_vector_product(
 
     Example:
       >>> fvp = fisher_vector_product(spec, values, x=x)
-      >>> fvp(np.ones(spec.num_params))
+      >>> fvp(np.ones(spec.dim))
     """
     with jax.enable_x64(True):
         product = _product(model, params, x, x_weights, coordinates)[0]

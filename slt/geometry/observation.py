@@ -256,7 +256,7 @@ def _spec_of_problem(problem: Problem) -> ModelSpec:
     kwargs = dict(problem.model_kwargs)
     model = functools.partial(problem.model, **kwargs) if kwargs else problem.model
     return ModelSpec(
-        name=getattr(problem.model, "__name__", "model"), model=model, num_params=problem.dim,
+        name=getattr(problem.model, "__name__", "model"), model=model, dim=problem.dim,
         prior="the Problem's", site_names=problem.site_names, simulate_fn=zeros_like_data,
     )
 

@@ -61,7 +61,8 @@ class FisherScan(Persistable):
       dim: d, the number of coordinates (full rank = d).
       kind, coordinates, rank_tol, model_name: as in `FisherResult`.
       base: the point the other coordinates are held at (constrained values).
-      seconds: wall time of the chunked computation (compilation included).
+      run_time: seconds of the chunked computation (compilation included, not measured
+        apart).
     """
 
     dataset: xr.Dataset = field(repr=False)
@@ -72,7 +73,7 @@ class FisherScan(Persistable):
     rank_tol: float
     model_name: str
     base: dict[str, np.ndarray] = field(repr=False)
-    seconds: float = field(repr=False)
+    run_time: float = field(repr=False)
 
     def __getitem__(self, name: str) -> xr.DataArray:
         """A variable of the dataset, e.g. scan["log_det"]."""
@@ -268,7 +269,7 @@ def fisher_scan(
                 for name, value in summary.items():
                     results[name][start:stop] = np.asarray(value)[: stop - start]
                 bar.update(stop - start)
-        seconds = time.perf_counter() - start_time
+        run_time = time.perf_counter() - start_time
     variables = {name: (tuple(names), values.reshape(shape)) for name, values in results.items()}
     dataset = xr.Dataset(
         variables,
@@ -291,5 +292,5 @@ def fisher_scan(
         rank_tol=rank_tol,
         model_name=setup.observation.spec.name,
         base=setup.values,
-        seconds=seconds,
+        run_time=run_time,
     )

@@ -21,7 +21,7 @@ class ModelSpec:
     Attributes:
       name: short name, e.g. "two_layer_tanh(1-3-1)".
       model: the NumPyro model, called with the data as keyword arguments (`model(x=x, y=y)`).
-      num_params: number of free (unconstrained) parameters d; equals `Problem.dim`.
+      dim: number of free (unconstrained) parameters d; equals `Problem.dim`.
       prior: the prior, in words and formulas.
       site_names: the latent sites, in the order the model samples them.
       simulate_fn: `(key, true_params, n) -> data` for `simulate`.
@@ -35,7 +35,7 @@ class ModelSpec:
 
     name: str
     model: Callable[..., Any]
-    num_params: int
+    dim: int
     prior: str
     site_names: tuple[str, ...]
     simulate_fn: Callable[[jax.Array, Mapping[str, Any], int], dict[str, jax.Array]] = field(

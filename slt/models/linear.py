@@ -103,7 +103,7 @@ def linear_regression(
     return ModelSpec(
         name=f"linear_regression(d={d})",
         model=model,
-        num_params=d + (noise_scale is None),
+        dim=d + (noise_scale is None),
         prior=prior,
         site_names=sites,
         simulate_fn=simulate,
@@ -154,7 +154,7 @@ def deep_linear_network(
     return ModelSpec(
         name="deep_linear_network(" + "-".join(map(str, widths)) + ")",
         model=model,
-        num_params=sum(a * b for a, b in zip(widths[:-1], widths[1:], strict=True)),
+        dim=sum(a * b for a, b in zip(widths[:-1], widths[1:], strict=True)),
         prior=f"every entry of W1..W{len(names)} ~ N(0, {prior_sd}^2); noise sd {noise} (known)",
         site_names=names,
         simulate_fn=simulate,

@@ -74,7 +74,7 @@ def gaussian_mixture(
     return ModelSpec(
         name=f"gaussian_mixture(K={K}, D={D}{', shared scale' if shared_scale else ''})",
         model=model,
-        num_params=(K - 1) + K * D + (D if shared_scale else K * D),
+        dim=(K - 1) + K * D + (D if shared_scale else K * D),
         prior=(
             f"weights ~ Dirichlet({weight_concentration}); means ~ N(0, "
             f"{mean_prior_scale}^2); scales ~ LogNormal(0, 1)"
@@ -126,7 +126,7 @@ def fixed_component_mixture(
     return ModelSpec(
         name=f"fixed_component_mixture({', '.join(sites)})",
         model=model,
-        num_params=len(sites),
+        dim=len(sites),
         prior=(
             f"{weight_name} ~ Uniform(0, 1); {mean_name} ~ N(0, {mean_prior_scale}^2)"
             + (f"; {scale_name} ~ LogNormal(0, 1)" if learn_scale else "; sigma = 1")

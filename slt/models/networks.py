@@ -88,7 +88,7 @@ def two_layer_network(
     return ModelSpec(
         name=f"two_layer_{activation}({n_in}-{h}-{n_out}{'' if bias else ', no bias'})",
         model=model,
-        num_params=sum(int(jnp.prod(jnp.array(s))) for s in shapes.values())
+        dim=sum(int(jnp.prod(jnp.array(s))) for s in shapes.values())
         + (noise_scale is None),
         prior=(
             f"every weight and bias ~ N(0, {prior_scale}^2); "

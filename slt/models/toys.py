@@ -55,7 +55,7 @@ def normal_crossing(
     return ModelSpec(
         name="normal_crossing(" + ",".join(map(str, powers)) + ")",
         model=model,
-        num_params=len(powers),
+        dim=len(powers),
         prior=f"w_j ~ N(0, {prior_scale}^2) iid; noise sd {noise_scale} (known)",
         site_names=("w",),
         simulate_fn=simulate,

@@ -34,7 +34,7 @@ def plot_bic(result, *, ax=None):
     ax.bar([0], [result.nll], color="C0", label="n L_n(ŵ)")
     ax.bar([0], [result.penalty], bottom=[result.nll], color="C1", label="(d/2) log n")
     ax.set(xticks=[], ylabel="free energy (nats)",
-           title=f"BIC = {result.free_energy:.5g} (d={result.num_params}, n={result.n})")
+           title=f"BIC = {result.free_energy:.5g} (d={result.dim}, n={result.n})")
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
@@ -128,7 +128,7 @@ def plot_rlct(result, *, ax=None):
     """E_beta[n L_n] against 1/beta (± 2 se) with the fitted curve; the slope is lambda."""
     fig, ax = _axes(ax)
     inverse = 1.0 / result.betas
-    ax.errorbar(inverse, result.expected_nll, yerr=2 * result.expected_nll_se, fmt="o",
+    ax.errorbar(inverse, result.expected_nll, yerr=2 * result.expected_nll_std_error, fmt="o",
                 capsize=3, label="E_β[n L_n] ± 2 se")
     grid = np.linspace(inverse.min(), inverse.max(), 200)
     ax.plot(grid, result.fitted(1.0 / grid), color="C3",

@@ -15,7 +15,7 @@ def plot_llc(result, *, axes=None):
     else:
         fig = axes[0].figure
     trace_axis, chain_axis = axes
-    draws = np.arange(result.num_burnin, result.num_burnin + result.num_draws)
+    draws = np.arange(result.num_warmup, result.num_warmup + result.num_samples)
     for chain, values in enumerate(result.llc_trace()):
         line = trace_axis.plot(draws, values, lw=0.4, alpha=0.35)[0]
         running = np.cumsum(values) / np.arange(1, values.size + 1)
@@ -28,8 +28,8 @@ def plot_llc(result, *, axes=None):
     chains = np.arange(result.num_chains)
     chain_axis.scatter(chains, result.llc_per_chain, color="C0", zorder=3)
     chain_axis.axhline(result.llc_mean, color="C3", label=f"λ̂ = {result.llc_mean:.3g}")
-    chain_axis.axhspan(result.llc_mean - 2 * result.llc_std_error,
-                       result.llc_mean + 2 * result.llc_std_error, color="C3", alpha=0.15)
+    chain_axis.axhspan(result.llc_mean - 2 * result.std_error,
+                       result.llc_mean + 2 * result.std_error, color="C3", alpha=0.15)
     chain_axis.set(xlabel="chain", ylabel="λ̂", title="λ̂ per chain (±2 se)", xticks=chains)
     chain_axis.legend(fontsize=8)
     fig.tight_layout()

@@ -93,7 +93,7 @@ class ImportanceRun(NamedTuple):
     log_evidence, std_error: log Z and its delta-method standard error.
     pareto_k: the Pareto shape of the weights' tail (> 0.7: unreliable).
     ess: effective sample size of the weights, (sum r)^2 / sum r^2.
-    num_draws: M; num_permutations: |G| (1 without exchangeable sites); num_components: of q
+    num_samples: M; num_permutations: |G| (1 without exchangeable sites); num_components: of q
       before symmetrisation, the defensive one included.
     run_time: seconds, compilation included.
     """
@@ -102,7 +102,7 @@ class ImportanceRun(NamedTuple):
     std_error: float
     pareto_k: float
     ess: float
-    num_draws: int
+    num_samples: int
     num_permutations: int
     num_components: int
     run_time: float
@@ -170,7 +170,7 @@ def importance_log_evidence(
     key: jax.Array,
     draws,
     *,
-    num_draws: int = 20_000,
+    num_samples: int = 20_000,
     num_components: int | None = None,
     num_iterations: int = 100,
 ) -> ImportanceRun:
@@ -182,7 +182,7 @@ def importance_log_evidence(
       key: PRNG key.
       draws: (..., dim) flat unconstrained posterior draws (e.g. `SMCRun.particles`), at
         least max(2 * num_components, dim + 1) of them.
-      num_draws: importance draws M.
+      num_samples: importance draws M.
       num_components: Gaussian components of q (before symmetrisation; one defensive
         component is added). Default: enough points for each component's d + d (d + 1) / 2
         numbers twice over, at most 16 (`default_components`).
@@ -201,7 +201,7 @@ def importance_log_evidence(
     """
     require_problem(problem)
     require_key(key)
-    require_int("num_draws", num_draws, minimum=2)
+    require_int("num_samples", num_samples, minimum=2)
     if num_components is not None:
         require_int("num_components", num_components, minimum=1)
     require_int("num_iterations", num_iterations, minimum=1)
@@ -225,9 +225,9 @@ def importance_log_evidence(
     mixture = _fit_mixture(fit_key, points, whitening_factor(points),
                            num_components=num_components, num_iterations=num_iterations)
     mixture = _with_defensive(mixture, points)
-    proposals = _sample_mixture(draw_key, mixture, num_draws)
+    proposals = _sample_mixture(draw_key, mixture, num_samples)
     if permute is not None:
-        chosen = jax.random.randint(order_key, (num_draws,), 0, orders.shape[0])
+        chosen = jax.random.randint(order_key, (num_samples,), 0, orders.shape[0])
         proposals = jax.jit(jax.vmap(permute))(proposals, jnp.asarray(orders)[chosen])
     log_weights = _log_weights(problem, proposals, problem.data, mixture, permute, orders)
     return _summarise(np.asarray(log_weights, np.float64), orders.shape[0],
@@ -270,7 +270,7 @@ def _summarise(log_weights, num_permutations, num_components, seconds) -> Import
     _, pareto_k = az.psislw(np.where(finite, log_weights, floor).copy())
     return ImportanceRun(
         log_evidence=log_evidence, std_error=std_error, pareto_k=float(pareto_k),
-        ess=float(ratio.sum() ** 2 / np.sum(ratio**2)), num_draws=size,
+        ess=float(ratio.sum() ** 2 / np.sum(ratio**2)), num_samples=size,
         num_permutations=int(num_permutations), num_components=int(num_components),
         run_time=seconds,
     )

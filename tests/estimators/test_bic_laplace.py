@@ -37,7 +37,7 @@ def test_bic_is_within_d_of_the_free_energy(regression_fits):
     case, _, mle_fit = regression_fits
     result = bic(case.problem, mle_fit)
     d, n = 3, case.problem.n
-    assert result.num_params == d and result.objective == "mle"
+    assert result.dim == d and result.objective == "mle"
     assert result.free_energy == pytest.approx(result.nll + 0.5 * d * np.log(n))
     assert result.bic == pytest.approx(2 * result.free_energy)
     assert result.nll == pytest.approx(-mle_fit.loglik)

@@ -22,9 +22,9 @@ def test_conjugate_regression_within_four_se_of_the_exact_log_evidence():
     covariance = np.linalg.inv(precision)
     mean = covariance @ x.T @ y / 0.5**2
     draws = np.random.default_rng(0).multivariate_normal(mean, covariance, 2000)
-    run = importance_log_evidence(problem, jax.random.key(0), draws, num_draws=5000)
+    run = importance_log_evidence(problem, jax.random.key(0), draws, num_samples=5000)
     assert abs(run.log_evidence - case.log_evidence) < 4 * run.std_error
-    assert run.std_error < 0.01 and run.pareto_k < 0.7 and run.ess > 0.5 * run.num_draws
+    assert run.std_error < 0.01 and run.pareto_k < 0.7 and run.ess > 0.5 * run.num_samples
     assert run.num_permutations == 1
 
 
@@ -86,8 +86,8 @@ def test_bad_input(separated_mixture):
     assert default_components(10, 5) == 1
     with pytest.raises(InputError, match="finite"):
         importance_log_evidence(symmetric, jax.random.key(0), np.full_like(draws, np.nan))
-    with pytest.raises(InputError, match="num_draws"):
-        importance_log_evidence(symmetric, jax.random.key(0), draws, num_draws=0)
+    with pytest.raises(InputError, match="num_samples"):
+        importance_log_evidence(symmetric, jax.random.key(0), draws, num_samples=0)
     with pytest.raises(InputError, match="at most 120"):
         importance_log_evidence(models.gaussian_mixture(6).problem({"y": jnp.arange(20.0)}),
                                 jax.random.key(0), np.zeros((40, 17)))

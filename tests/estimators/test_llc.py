@@ -32,10 +32,11 @@ def linear_case():
 
 def test_regular_model_is_within_ten_percent_of_half_d(linear_case):
     problem, w_star = linear_case
-    result = slt.llc(problem, w_star, jax.random.key(2), num_draws=4000, gamma=1.0, progress=False)
+    result = slt.llc(problem, w_star, jax.random.key(2), num_samples=4000, gamma=1.0,
+                     progress=False)
     assert abs(result.llc_mean - 1.5) <= 0.10 * 1.5
     # the tolerance above is the issue's; the standard error is far smaller
-    assert result.llc_std_error < 0.1
+    assert result.std_error < 0.1
 
 
 def test_result_api_and_diagnostics(linear_case):
@@ -45,8 +46,8 @@ def test_result_api_and_diagnostics(linear_case):
         w_star,
         jax.random.key(3),
         num_chains=3,
-        num_draws=300,
-        num_burnin=100,
+        num_samples=300,
+        num_warmup=100,
         step_size=2e-5,
         gamma=1.0,
         progress=False,
@@ -69,8 +70,8 @@ def test_divergence_is_flagged_with_a_suggested_step_size(linear_case):
             problem,
             w_star,
             jax.random.key(4),
-            num_draws=50,
-            num_burnin=0,
+            num_samples=50,
+            num_warmup=0,
             step_size=1.0,
             progress=False,
         )
@@ -79,7 +80,8 @@ def test_divergence_is_flagged_with_a_suggested_step_size(linear_case):
 def test_calibration_reports_its_sweep_and_choice(linear_case):
     problem, w_star = linear_case
     calibration = slt.llc_calibrate(
-        problem, w_star, jax.random.key(5), gamma=1.0, num_draws=300, num_burnin=100, progress=False
+        problem, w_star, jax.random.key(5), gamma=1.0, num_samples=300, num_warmup=100,
+        progress=False,
     )
     table = calibration.table
     assert set(table.columns) >= {"step_size", "llc", "mala_acceptance", "noise_ratio", "passes"}
@@ -106,12 +108,12 @@ def test_configurational_temperature_measures_the_step_size_bias():
     which is also lambda_hat's inflation. eps h = 0.8: T = 1.25."""
     dim, nbeta, eps_h = 20, 50.0, 0.8
     result = slt.llc(_gaussian_problem(dim), {"w": jnp.zeros(dim)}, jax.random.key(6),
-                     num_draws=4000, num_burnin=200, step_size=eps_h / nbeta, gamma=0.0,
+                     num_samples=4000, num_warmup=200, step_size=eps_h / nbeta, gamma=0.0,
                      nbeta=nbeta, batch_size=100, mala_every=5, progress=False)
     exact = 1 / (1 - eps_h / 4)
     assert abs(result.temperature - exact) < 4 * result.temperature_std_error
     assert result.temperature_std_error < 0.05
-    assert abs(result.llc_mean / (dim / 2) - exact) < 4 * result.llc_std_error / (dim / 2)
+    assert abs(result.llc_mean / (dim / 2) - exact) < 4 * result.std_error / (dim / 2)
     assert any("run hot" in message for message in result.warnings)
 
 
@@ -124,7 +126,7 @@ def test_calibration_rejects_cold_and_hot_chains():
     calibration = slt.llc_calibrate(
         _gaussian_problem(dim), {"w": jnp.zeros(dim)}, jax.random.key(7),
         step_sizes=np.array([1e-4, 0.05, 0.7]) / nbeta, gamma=0.0, nbeta=nbeta, batch_size=100,
-        num_draws=4000, num_burnin=0, progress=False,
+        num_samples=4000, num_warmup=0, progress=False,
     )
     table = calibration.table
     cold, good, hot = table.to_dict("records")
@@ -154,25 +156,25 @@ def test_network_trained_with_optax_via_from_loss():
         grads = jax.grad(lambda p: jnp.mean(nll(p, data)))(params)
         updates, state = optimizer.update(grads, state)
         params = optax.apply_updates(params, updates)
-    settings = dict(num_draws=800, num_burnin=200, step_size=1e-4, gamma=1.0, progress=False)
+    settings = dict(num_samples=800, num_warmup=200, step_size=1e-4, gamma=1.0, progress=False)
     trained = slt.llc(Problem.from_loss(nll, params, data), params, jax.random.key(10), **settings)
     as_model = slt.llc(spec.problem(data), params, jax.random.key(10), **settings)
     np.testing.assert_allclose(trained.llc_per_chain, as_model.llc_per_chain, rtol=1e-8)
-    assert 0.0 < trained.llc_mean < 4 * trained.llc_std_error + 2.0  # d/2 = 2
+    assert 0.0 < trained.llc_mean < 4 * trained.std_error + 2.0  # d/2 = 2
 
 
 @pytest.mark.parametrize(
     "arguments,message",
     [
         ({"num_chains": 0}, "num_chains"),
-        ({"num_draws": 0}, "num_draws"),
+        ({"num_samples": 0}, "num_samples"),
         ({"step_size": -1.0}, "step_size"),
         ({"step_size": "fast"}, "step_size"),
         ({"gamma": -1.0}, "gamma"),
         ({"nbeta": 0.0}, "nbeta"),
         ({"batch_size": 0}, "batch_size"),
         ({"preconditioner": "adam", "step_size": 1e-5}, "preconditioner"),
-        ({"calibration": [("num_draws", 10)]}, "calibration must be a dict"),
+        ({"calibration": [("num_samples", 10)]}, "calibration must be a dict"),
         ({"calibration": {"gamma": 2.0}}, r"calibration options \['gamma'\] are set by llc"),
     ],
 )
@@ -184,8 +186,8 @@ def test_bad_arguments_are_named(linear_case, arguments, message):
 
 def test_auto_step_size_takes_calibration_options(linear_case):
     problem, w_star = linear_case
-    result = slt.llc(problem, w_star, jax.random.key(11), num_draws=200, num_burnin=100,
-                     calibration={"step_sizes": [1e-5], "num_draws": 2000,
+    result = slt.llc(problem, w_star, jax.random.key(11), num_samples=200, num_warmup=100,
+                     calibration={"step_sizes": [1e-5], "num_samples": 2000,
                                   "max_noise_ratio": 1.0}, progress=False)
     assert result.step_size == 1e-5  # the only candidate, so it passed the criterion
 
@@ -196,8 +198,8 @@ def test_auto_step_size_halves_a_hot_calibrated_step():
     within 0.1 + 1 se), noting each repetition."""
     dim, nbeta = 20, 50.0
     result = slt.llc(
-        _gaussian_problem(dim), {"w": jnp.zeros(dim)}, jax.random.key(12), num_draws=3000,
-        num_burnin=200, gamma=0.0, nbeta=nbeta, batch_size=100, mala_every=5,
+        _gaussian_problem(dim), {"w": jnp.zeros(dim)}, jax.random.key(12), num_samples=3000,
+        num_warmup=200, gamma=0.0, nbeta=nbeta, batch_size=100, mala_every=5,
         calibration={"step_sizes": [1.2 / nbeta], "min_acceptance": 0.0,
                      "max_temperature_deviation": 10.0},
         progress=False,
@@ -229,19 +231,19 @@ def test_trace_drift_is_a_standard_normal_on_stationary_correlated_traces():
 
 
 def test_a_run_that_has_not_settled_is_flagged():
-    """Langevin on N(0, 1/h) in 400 dimensions from w* = 0 at eps h = 0.005 without burn-in:
+    """Langevin on N(0, 1/h) in 400 dimensions from w* = 0 at eps h = 0.005 without warmup:
     the variance relaxes as 1 - (1 - eps h)^(2k), over ~100 steps, so lambda_hat still rises
     through the first half of 1000 draws (mean 80% of d/2 there, against 99.9% in the second);
-    with 5000 steps of burn-in it has settled. 16 chains: the fluctuations of lambda_hat
+    with 5000 steps of warmup it has settled. 16 chains: the fluctuations of lambda_hat
     decorrelate as slowly as its mean relaxes (both over ~1 / (eps h) steps), so the drift
     stands out only against the standard error of many chains (z ~ 6; ~3 with 4 chains)."""
     dim, nbeta, eps_h = 400, 50.0, 0.005
     problem, center = _gaussian_problem(dim), {"w": jnp.zeros(dim)}
     runs = [
-        slt.llc(problem, center, jax.random.key(8), num_chains=16, num_draws=1000,
-                num_burnin=burnin, step_size=eps_h / nbeta, gamma=0.0, nbeta=nbeta,
+        slt.llc(problem, center, jax.random.key(8), num_chains=16, num_samples=1000,
+                num_warmup=warmup, step_size=eps_h / nbeta, gamma=0.0, nbeta=nbeta,
                 batch_size=100, progress=False)
-        for burnin in (0, 5000)
+        for warmup in (0, 5000)
     ]
     unsettled, settled = runs
     assert unsettled.drift_z > 3
@@ -261,8 +263,8 @@ def test_auto_step_size_repeats_a_run_that_diverged(monkeypatch):
     monkeypatch.setattr(llc_calibration, "llc_calibrate",
                         lambda *args, **kwargs: SimpleNamespace(step_size=4.02 / nbeta))
     result = slt.llc(
-        _gaussian_problem(dim), {"w": jnp.zeros(dim)}, jax.random.key(13), num_draws=3000,
-        num_burnin=200, gamma=0.0, nbeta=nbeta, batch_size=100, mala_every=5, progress=False,
+        _gaussian_problem(dim), {"w": jnp.zeros(dim)}, jax.random.key(13), num_samples=3000,
+        num_warmup=200, gamma=0.0, nbeta=nbeta, batch_size=100, mala_every=5, progress=False,
     )
     assert "diverged" in result.warnings[0] and "repeated at" in result.warnings[0]
     assert sum("repeated at" in message for message in result.warnings) == 3

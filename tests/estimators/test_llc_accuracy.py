@@ -3,7 +3,7 @@
 
 Cases, keys and protocol are those of benchmarks/llc_accuracy.py (its docstring gives the
 reasons): lambda_hat at a true parameter w0, averaged over independent data sets, 4 chains x
-10 000 draws after 5000 burn-in, step size by `llc_calibrate`, sampled in float32 as users
+10 000 draws after 5000 warmup, step size by `llc_calibrate`, sampled in float32 as users
 sample. These tests recompute the rows of the accuracy table in benchmarks/RESULTS.md. Each
 case is sampled once per process: `-n 2 --dist loadscope` gives each class its own worker.
 

@@ -20,10 +20,10 @@ def test_regular_model_gives_half_d():
     result = rlct(case.problem, jax.random.key(1), fit=fit, multipliers=(0.5, 1, 2, 4),
                   sampler="nuts", num_chains=1, progress=False)
     assert abs(result.rlct - 1.5) < 4 * result.std_error
-    assert abs(result.two_temperature - 1.5) < 4 * result.two_temperature_se
+    assert abs(result.two_temperature - 1.5) < 4 * result.two_temperature_std_error
     assert result.multiplicity == 1 and result.multiplicity_interval[0] == 1
     # each E_beta[n L_n] against the closed form
-    for beta, mean, se in zip(result.betas, result.expected_nll, result.expected_nll_se,
+    for beta, mean, se in zip(result.betas, result.expected_nll, result.expected_nll_std_error,
                               strict=True):
         assert abs(mean - case.expected_nll(beta)) < 4 * se
     log_n = np.log(case.problem.n)

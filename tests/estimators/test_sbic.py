@@ -156,7 +156,7 @@ def test_constant_columns_give_the_bic_exactly():
     with λ_jj = d_j / 2 that is BIC, model for model, and so is the choice."""
     logliks, n, d = np.array([-500.0, -480.0, -476.0, -474.5]), 300, np.array([2, 5, 8, 11])
     table = plug_in_learning_coefficients(d / 2)
-    result = sbic(logliks, n, table, num_params=d)
+    result = sbic(logliks, n, table, dims=d)
     bic = -logliks + d / 2 * np.log(n)
     np.testing.assert_allclose(result.free_energy, bic, rtol=1e-14)
     np.testing.assert_allclose(result.bic, bic, rtol=1e-14)
@@ -235,7 +235,7 @@ TABLE_2 = [[1.0, 1.5], [NAN, 2.5]]
     (lambda: sbic([-1.0, -0.5], 100, TABLE_2, [[1, 1]]), r"multiplicities must have shape"),
     (lambda: sbic([-1.0, -0.5], 100, TABLE_2, prior=[1, 1, 1]), "prior must be 2 numbers"),
     (lambda: sbic([-1.0, -0.5], 100, TABLE_2, names=["a"]), "names must be 2 strings"),
-    (lambda: sbic([-1.0, -0.5], 100, TABLE_2, num_params=[1]), "num_params must be 2"),
+    (lambda: sbic([-1.0, -0.5], 100, TABLE_2, dims=[1]), "dims must be 2"),
     (lambda: sbic([-1.0, NAN], 100, TABLE_2), r"log_likelihoods must be finite.*\[1\]"),
     (lambda: sbic([-np.inf, -0.5], 100, TABLE_2), "log_likelihoods must be finite"),
     (lambda: sbic([], 100, TABLE_2), "non-empty"),
@@ -279,7 +279,7 @@ def test_decreasing_log_likelihoods_are_flagged():
 @pytest.mark.parametrize("dim", [1, 2, 3])
 def test_mixture_bound_on_the_diagonal_is_half_the_dimension(dim):
     for k in range(1, 6):
-        d = models.gaussian_mixture(k, dim).num_params
+        d = models.gaussian_mixture(k, dim).dim
         assert truth.gaussian_mixture_rlct_bound(k, k, dim) == truth.regular_rlct(d)
 
 
@@ -318,7 +318,7 @@ def test_reduced_rank_table_is_aoyagi_watanabe():
         assert result.multiplicities[2, H - 1] == exact.multiplicity
     np.testing.assert_array_equal(result.learning_coefficients[[2, 2, 2, 2], [2, 3, 4, 5]],
                                   [13.5, 15, 16, 17])
-    np.testing.assert_array_equal(np.diag(result.learning_coefficients), result.num_params / 2)
+    np.testing.assert_array_equal(np.diag(result.learning_coefficients), result.dims / 2)
     with_zero = sbic_reduced_rank(np.linspace(-900, -850, 4), 500, M=6, N=6, min_rank=0)
     assert with_zero.names[0] == "rank=0" and with_zero.learning_coefficients[0, 0] == 0
     assert with_zero.learning_coefficients[0, 2] == truth.rrr_rlct(6, 6, 2, 0).as_float
@@ -331,8 +331,8 @@ def test_mixture_table_is_the_truth_bound():
         for i in range(j + 1):
             bound = truth.gaussian_mixture_rlct_bound(i + 1, j + 1, 2, weight_concentration=0.5)
             assert result.learning_coefficients[i, j] == bound.as_float
-    np.testing.assert_array_equal(result.num_params,
-                                  [models.gaussian_mixture(k, 2).num_params for k in range(1, 5)])
+    np.testing.assert_array_equal(result.dims,
+                                  [models.gaussian_mixture(k, 2).dim for k in range(1, 5)])
 
 
 # --------------------------------------------------------------------------- result protocol

@@ -24,7 +24,7 @@ def test_fisher_vector_product_is_the_dense_product():
     dense = fisher_information(spec, values, x=x).matrix
     product = fisher_vector_product(spec, values, x=x)
     for _ in range(3):
-        v = rng.normal(size=spec.num_params)
+        v = rng.normal(size=spec.dim)
         np.testing.assert_allclose(product(v), dense @ v, atol=1e-12 * np.abs(dense).max())
 
 
@@ -51,7 +51,7 @@ def wide_linear_network():
 
 def test_matrix_free_rank_and_extreme_eigenvalues_equal_dense_at_d_2000(wide_linear_network):
     spec, values, x, dense = wide_linear_network
-    assert spec.num_params == 2000 and dense.rank == 100
+    assert spec.dim == 2000 and dense.rank == 100
     spectrum = fisher_spectrum(spec, values, x=x, key=jax.random.key(2), num_steps=120)
     assert spectrum.rank == dense.rank and spectrum.rank_is_exact
     np.testing.assert_allclose(spectrum.top(3), dense.eigenvalues[::-1][:3], rtol=1e-9)

@@ -57,7 +57,7 @@ def _weights(num_units, seed):
     return {"W": rng.normal(size=(num_units, NUM_INPUTS)), "b": rng.normal(size=num_units) * 0.5}
 
 
-def _spec(name, num_params, site_shapes, observe) -> ModelSpec:
+def _spec(name, dim, site_shapes, observe) -> ModelSpec:
     """A ModelSpec with N(0, 1) priors on the sites and `observe(values, x)` as likelihood."""
 
     def model(x, y=None):
@@ -72,7 +72,7 @@ def _spec(name, num_params, site_shapes, observe) -> ModelSpec:
         x = jax.random.normal(key, (n, NUM_INPUTS))
         return {"x": x, "y": observe(values, x).sample(key)}
 
-    return ModelSpec(name, model, num_params, "N(0, 1)", tuple(site_shapes), simulate)
+    return ModelSpec(name, model, dim, "N(0, 1)", tuple(site_shapes), simulate)
 
 
 @functools.cache

@@ -41,7 +41,7 @@ def _fisher(activation, widths, bias=True, seed=0, values=None):
     spec = models.two_layer_network(n, h, m, activation=activation, bias=bias)
     rng = np.random.default_rng(seed)
     values = _point(rng, n, h, m, bias) if values is None else values
-    x = rng.normal(size=(3 * spec.num_params // m + 20, n))  # n_inputs * m well above d
+    x = rng.normal(size=(3 * spec.dim // m + 20, n))  # n_inputs * m well above d
     return fisher_information(spec, values, x=x), values
 
 

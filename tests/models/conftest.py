@@ -11,7 +11,7 @@ def check_against_handwritten(spec, true_values, handwritten, *, n=40, num_point
     parameter points, to 1e-10. Also checks the parameter count and the transform round trip."""
     data = spec.simulate(jax.random.key(1), true_values, n)
     problem = spec.problem(data)
-    assert problem.dim == spec.num_params
+    assert problem.dim == spec.dim
     numpy_data = {k: np.asarray(v) for k, v in data.items()}
     for key in jax.random.split(jax.random.key(2), num_points):
         params = problem.init(key)

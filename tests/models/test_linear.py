@@ -41,7 +41,7 @@ def test_deep_linear_network(handwritten_check, widths, rank):
     spec = models.deep_linear_network(widths, noise_scale=0.5)
     names = [f"W{i + 1}" for i in range(len(widths) - 1)]
     truth = models.random_low_rank(jax.random.key(3), widths, rank)
-    assert spec.num_params == sum(a * b for a, b in zip(widths[:-1], widths[1:], strict=True))
+    assert spec.dim == sum(a * b for a, b in zip(widths[:-1], widths[1:], strict=True))
     handwritten_check(spec, truth, _dln_loglik(names, 0.5))
 
 
@@ -49,7 +49,7 @@ def test_reduced_rank_regression_is_depth_two_network(handwritten_check):
     spec = models.reduced_rank_regression(
         5, 3, 4, noise_scale=0.1, prior_scale=10.0, input_scale=3.0
     )
-    assert spec.num_params == 3 * (5 + 4)
+    assert spec.dim == 3 * (5 + 4)
     truth = models.random_low_rank(jax.random.key(4), [5, 3, 4], 2, scale=0.2)
     handwritten_check(spec, truth, _dln_loglik(["W1", "W2"], 0.1))
 

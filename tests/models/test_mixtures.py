@@ -21,7 +21,7 @@ def _mixture_loglik(v, d):
 )
 def test_gaussian_mixture(handwritten_check, K, D, shared):
     spec = models.gaussian_mixture(K, D, shared_scale=shared)
-    assert spec.num_params == (K - 1) + K * D + (D if shared else K * D)
+    assert spec.dim == (K - 1) + K * D + (D if shared else K * D)
     truth = {
         "weights": jnp.full(K, 1.0 / K),
         "means": jnp.arange(K * D, dtype=float).reshape(K, D) * 3.0,
@@ -41,13 +41,13 @@ def _fixed_component_loglik(v, d, weight="pi", mean="mu", scale="sigma"):
 
 def test_fixed_component_mixture(handwritten_check):
     spec = models.fixed_component_mixture()
-    assert spec.num_params == 3
+    assert spec.dim == 3
     handwritten_check(spec, {"pi": 0.5, "mu": 1.0, "sigma": 1.0}, _fixed_component_loglik)
 
 
 def test_two_component_mixture(handwritten_check):
     spec = models.two_component_mixture()
-    assert spec.site_names == ("a", "b") and spec.num_params == 2
+    assert spec.site_names == ("a", "b") and spec.dim == 2
     handwritten_check(
         spec,
         {"a": 0.3, "b": 2.0},

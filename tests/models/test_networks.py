@@ -32,7 +32,7 @@ def test_two_layer_network(handwritten_check, activation, bias, noise):
         n_in, h, n_out, activation=activation, bias=bias, noise_scale=noise
     )
     expected_d = h * (n_in + n_out) + (h + n_out if bias else 0) + (noise is None)
-    assert spec.num_params == expected_d
+    assert spec.dim == expected_d
     truth = {"V": jnp.ones((h, n_in)), "U": jnp.ones((n_out, h))}
     if bias:
         truth |= {"b": jnp.zeros(h), "c": jnp.zeros(n_out)}

@@ -9,7 +9,7 @@ from slt import models
 @pytest.mark.parametrize("powers", [(1, 1), (1, 2), (2, 2), (1, 3), (0, 1, 3)])
 def test_normal_crossing(handwritten_check, powers):
     spec = models.normal_crossing(powers, noise_scale=0.5)
-    assert spec.num_params == len(powers)
+    assert spec.dim == len(powers)
     handwritten_check(
         spec,
         {"w": jnp.zeros(len(powers))},

@@ -152,18 +152,18 @@ def test_extrapolation_removes_the_step_size_bias_on_a_gaussian(key):
 
     dim, nbeta, eps_h = 20, 50.0, 0.5
     problem = _quadratic_problem(1.0, dim)
-    settings = dict(num_chains=4, num_draws=3000, num_burnin=200, step_size=eps_h / nbeta,
+    settings = dict(num_chains=4, num_samples=3000, num_warmup=200, step_size=eps_h / nbeta,
                     gamma=0.0, nbeta=nbeta, batch_size=100, mala_every=0, progress=False)
     plain = llc(problem, {"w": jnp.zeros(dim)}, key, **settings)
     twins = llc(problem, {"w": jnp.zeros(dim)}, key, extrapolate=True, **settings)
     half = dim / 2
     exact_plain = half / (1 - eps_h / 4)
     exact_twins = half * (2 / (1 - eps_h / 8) - 1 / (1 - eps_h / 4))
-    assert abs(plain.llc_mean - exact_plain) < 4 * plain.llc_std_error
-    assert abs(twins.llc_mean - exact_twins) < 4 * twins.llc_std_error
+    assert abs(plain.llc_mean - exact_plain) < 4 * plain.std_error
+    assert abs(twins.llc_mean - exact_twins) < 4 * twins.std_error
     assert twins.extrapolated and not plain.extrapolated
     # the bias is real: the plain estimate is far outside the extrapolated one's error bars
-    assert plain.llc_mean - half > 8 * plain.llc_std_error
+    assert plain.llc_mean - half > 8 * plain.std_error
 
 
 SHARDING_SCRIPT = """
@@ -175,7 +175,7 @@ spec = models.reduced_rank_regression(3, 2, 3)
 truth = models.random_low_rank(jax.random.key(0), [3, 2, 3], 1)
 problem = spec.problem(spec.simulate(jax.random.key(1), truth, 500))
 result = llc(problem, problem.unconstrain(truth), jax.random.key(2), num_chains=4,
-             num_draws=300, num_burnin=50, step_size=1e-5, batch_size=64, progress=False)
+             num_samples=300, num_warmup=50, step_size=1e-5, batch_size=64, progress=False)
 print(json.dumps({"devices": jax.device_count(), "per_chain": result.llc_per_chain.tolist()}))
 """
 
