@@ -84,8 +84,11 @@ def test_compare_flags_the_references_when_tempering_misses_a_phase_transition()
     assert "references_agree" in result.compact().columns
 
 
-@pytest.mark.heavy
+@pytest.mark.slow
 def test_compare_reports_agreeing_references_on_the_exact_case():
+    """Slow (31 s): the fast suite has nested sampling on this case against its exact log Z
+    (tests/samplers/test_nested.py), the agreement rule (above) and compare with both
+    references (the spike)."""
     case = conjugate_regression()
     result = slt.compare(
         {"regression": case.problem}, jax.random.key(1), methods=("free_energy", "nested"),
