@@ -23,11 +23,13 @@ from benchmarks import (  # noqa: E402
     llc_speed,
     natural_gradient,
     noise_generators,
+    problem_construction,
     problem_overhead,
     sbic_selection,
 )
 
 SECTIONS = [
+    problem_construction,
     problem_overhead,
     fit_accuracy,
     llc_speed,

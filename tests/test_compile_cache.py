@@ -25,7 +25,7 @@ def test_nothing_of_slt_holds_a_dropped_problem():
     garbage collection leave no reference to it (its compiled programs go with it)."""
     problem = _regression_problem()
     key = jax.random.key(0)
-    fit = fit_map(problem, key, num_restarts=2, adam_steps=20, lbfgs_steps=5)
+    fit = fit_map(problem, key, num_restarts=2, adam_steps=20, lbfgs_steps=0)  # no L-BFGS compile
     llc(problem, fit.params, key, num_chains=2, num_samples=20, num_warmup=10, step_size=1e-4,
         batch_size=50, progress=False)
     tempered_smc(problem, key, num_particles=40, num_copies=2, max_mcmc_steps=2, kernel="hmc",
