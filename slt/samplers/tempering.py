@@ -417,21 +417,14 @@ def _compiled_stage(config: _Config):
 
 
 def _compile_stage(config: _Config):
-    """The stage of every copy, compiled, and the seconds compilation took.
-
-    The copies run side by side (`vmap`) on an accelerator and one after another inside the
-    program (`lax.map`) on CPU, where batching gains nothing and a batched `while_loop` costs
-    compilation: Old Faithful K = 2 compiled in 15.2 s vmapped and 6.7 s mapped, with the same
-    sampling time (67-71 s); a d = 3 regression 9.4 s and 6.8 s.
-    """
+    """The stage of every copy, vmapped and compiled, and the seconds compilation took."""
     stage = _stage_fn(config)
 
     def all_copies(state, key, data):
         _TRACE_COUNT[0] += 1
-        keys = jax.random.split(key, config.num_copies)
-        if jax.default_backend() == "cpu":
-            return jax.lax.map(lambda args: stage(*args, data), (state, keys))
-        return jax.vmap(stage, in_axes=(0, 0, None))(state, keys, data)
+        return jax.vmap(stage, in_axes=(0, 0, None))(
+            state, jax.random.split(key, config.num_copies), data
+        )
 
     copies, size, dim = config.num_copies, config.num_particles, config.problem.dim
     dtype = config.problem.dtype
