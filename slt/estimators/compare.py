@@ -486,7 +486,7 @@ def _run_laplace(problem, key, done, options):
 
 def _run_wbic(problem, key, done, options):
     reused = done["rlct"].wbic() if "rlct" in done and not options else None
-    return reused or wbic(problem, key, progress=False, **options)
+    return reused or wbic(problem, key, progress=False, **{"sampler": "nuts", **options})
 
 
 def _run_free_energy(problem, key, done, options):
@@ -498,7 +498,7 @@ def _run_nested(problem, key, done, options):
 
 
 def _run_rlct(problem, key, done, options):
-    return rlct(problem, key, fit=done["fit"], progress=False, **options)
+    return rlct(problem, key, fit=done["fit"], progress=False, **{"sampler": "nuts", **options})
 
 
 def _run_loo(problem, key, done, options):

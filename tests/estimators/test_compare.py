@@ -54,8 +54,9 @@ def test_compare_nested_regressions_picks_the_true_dimension():
     assert list(result.timings.index) == ["d=2", "d=3"]
     assert set(result.timings.columns) == {"fit", *methods} and result.timings.columns[0] == "fit"
     assert np.all(result.timings.to_numpy() > 0)
-    # WBIC is the rlct run at beta = 1 / log n, not a second sampler run
+    # WBIC is the rlct run at beta = 1 / log n, not a second sampler run; both are NUTS's
     assert result.results["d=2"]["wbic"] is result.results["d=2"]["rlct"].wbic()
+    assert {result.results[name]["rlct"].sampler for name in problems} == {"nuts"}
     assert "ComparisonResult" in repr(result) and result.summary() is table
     assert result.plot() is not None
 
