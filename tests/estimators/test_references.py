@@ -62,8 +62,10 @@ def test_nested_refuses_waypoints():
                         waypoints=(0.5,), progress=False)
 
 
-@pytest.mark.heavy
+@pytest.mark.slow
 def test_compare_flags_the_references_when_tempering_misses_a_phase_transition():
+    """Slow (30 s): the fast suite keeps the agreement rule (above), nested sampling against
+    exact answers (tests/samplers/test_nested.py) and its result's protocol."""
     case = spike_and_slab()
     sampler = {"prior_sampler": case.prior_sampler, "num_particles": 200, "num_copies": 2}
     # the default termination (1e-2) stops nested sampling on the flat top of the slab,
