@@ -6,7 +6,8 @@ prior) and, in `RUNS`, a short checkpointable run of `slt.llc`, `slt.wbic` (NUTS
 process, so that the estimators' compiled programs are shared between the tests.
 
 Run as a script, `python tests/run_cases.py NAME CHECKPOINT` performs run NAME with key 0 and
-that checkpoint in float64, each checkpoint write delayed by `SAVE_DELAY` seconds so that a
+that checkpoint in float64 (SIGTERM raising a KeyboardInterrupt, as in the `slt` command),
+each checkpoint write delayed by `SAVE_DELAY` seconds so that a
 test can signal the process reliably mid-run; the delay changes when things happen, never
 what is computed.
 """
@@ -122,6 +123,7 @@ def assert_bitwise_equal(first, second, where: str = "result") -> None:
 
 if __name__ == "__main__":
     jax.config.update("jax_enable_x64", True)
+    from slt.cli.signals import sigterm_as_interrupt
     from slt.samplers.checkpoint import Checkpoint
 
     save = Checkpoint.save
@@ -132,4 +134,5 @@ if __name__ == "__main__":
 
     Checkpoint.save = delayed_save
     name, path = sys.argv[1:]
-    RUNS[name](jax.random.key(0), checkpoint=path)
+    with sigterm_as_interrupt():  # as the `slt` command runs it
+        RUNS[name](jax.random.key(0), checkpoint=path)

@@ -8,7 +8,6 @@ resumed here from the file it left.
 
 import functools
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -34,19 +33,19 @@ def _meta(path: Path) -> dict:
 @pytest.fixture
 def saves(monkeypatch):
     """Records the `units_done` of every checkpoint written in this process;
-    `saves.signal_at[k] = signum` sends this process signum just before write k + 1."""
+    `saves.interrupt_at = k` raises KeyboardInterrupt (as Ctrl-C would) just before write k + 1."""
     original = Checkpoint.save
     saved = []
 
     def recording_save(self, *args, **kwargs):
         if self.path is not None:
-            if len(saved) in recording_save.signal_at:
-                os.kill(os.getpid(), recording_save.signal_at[len(saved)])
+            if len(saved) == recording_save.interrupt_at:
+                raise KeyboardInterrupt
             saved.append(kwargs["units_done"])
         original(self, *args, **kwargs)
 
     recording_save.units = saved
-    recording_save.signal_at = {}
+    recording_save.interrupt_at = None
     monkeypatch.setattr(Checkpoint, "save", recording_save)
     return recording_save
 
@@ -85,7 +84,7 @@ def test_a_killed_run_resumes_to_the_uninterrupted_result(tmp_path, saves, name,
                 child.wait()
         stderr.seek(0)
         message = stderr.read()
-    if signum != signal.SIGKILL:  # the current unit is finished and saved, then Interrupted
+    if signum != signal.SIGKILL:  # the finished units are saved, then Interrupted
         assert "Interrupted" in message and f"{signum.name} received: progress saved" in message
         assert sorted(p.name for p in tmp_path.iterdir()) == ["run.npz", "stderr"]
     meta = _meta(path)
@@ -122,21 +121,24 @@ def test_a_checkpoint_of_another_run_is_refused_and_left_alone(tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore:R-hat")
-def test_sgld_wbic_stops_on_a_signal_after_saving_restores_handlers_and_resumes(tmp_path, saves):
-    """In process: the checkpoint reaches `run_chains` through the "sgld" sampler of wbic."""
+def test_sgld_wbic_stops_on_a_keyboard_interrupt_keeps_finished_chunks_and_resumes(tmp_path,
+                                                                                    saves):
+    """In process: the checkpoint reaches `run_chains` through the "sgld" sampler of wbic; the
+    library leaves the signal handlers alone."""
     run = functools.partial(
         RUNS["wbic"], sampler="sgld", init=minimum(), step_size=1e-3, batch_size=10
     )
     reference = run(KEY)
     path = tmp_path / "sgld.npz"
     before = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
-    saves.signal_at[2] = signal.SIGINT  # arrives during the third write
+    saves.interrupt_at = 2  # Ctrl-C while the third chunk is being saved
     with pytest.raises(Interrupted) as raised:
         run(KEY, checkpoint=path)
     assert isinstance(raised.value, KeyboardInterrupt) and raised.value.path == path
-    assert raised.value.signal == signal.SIGINT and saves.units == [1, 2, 3]
-    assert _meta(path)["units_done"] == 3  # the signalled unit was saved before stopping
+    assert raised.value.signal == signal.SIGINT and saves.units == [1, 2]
+    assert _meta(path)["units_done"] == 2  # the interrupted chunk is lost, the others kept
     assert {number: signal.getsignal(number) for number in before} == before
+    saves.interrupt_at = None
     resumed = run(KEY, checkpoint=path)
-    assert saves.units[3:] == list(range(4, 11))
+    assert saves.units[2:] == list(range(3, 11))
     assert_bitwise_equal(reference, resumed)

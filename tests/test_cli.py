@@ -5,8 +5,12 @@ Commands run in-process through `slt.cli.main(argv)`, which returns the exit sta
 """
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -163,3 +167,22 @@ def test_validate_quick_prints_the_calibration_table(tmp_path, capsys):
     rows = json.loads(out.read_text())
     assert status == 0, printed
     assert rows and "truth" in printed.lower()
+
+
+
+def test_sigterm_stops_a_command_as_ctrl_c_does(monkeypatch, capsys):
+    """While a command runs, SIGTERM raises a KeyboardInterrupt (exit 130, one line) instead of
+    ending the process; the handler before it is back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("Python delivers signals to the main thread only")
+    before = signal.getsignal(signal.SIGTERM)
+
+    def terminated(args):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)  # the handler raises long before this ends
+        return 0
+
+    monkeypatch.setattr("slt.cli.validate.run", terminated)
+    assert main(["validate", "--quick"]) == 130
+    assert capsys.readouterr().err.strip() == "slt: interrupted (no partial output was written)"
+    assert signal.getsignal(signal.SIGTERM) == before

@@ -10,7 +10,7 @@
 (an estimator gave up, a numerical breakdown, a validation case outside its tolerance,
 a file that could not be written), 2 a usage error (bad option, missing or malformed file,
 unknown model, an option the estimators refuse, existing output without --force),
-130 interrupted. Errors are one line on
+130 interrupted (Ctrl-C or SIGTERM: `slt.cli.signals`). Errors are one line on
 stderr, ``slt: error: ...``; ``--debug`` shows the traceback instead. Exceptions of other
 types are bugs and propagate with their traceback.
 
@@ -26,6 +26,8 @@ import warnings
 from collections.abc import Sequence
 
 from slt.cli.inputs import UsageError
+from slt.cli.signals import sigterm_as_interrupt
+from slt.samplers.checkpoint import Interrupted
 from slt.validation import InputError
 
 __all__ = ["main", "build_parser"]
@@ -104,10 +106,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         _configure(args)
-        return args.run(args)
+        with sigterm_as_interrupt():
+            return args.run(args)
     except SystemExit as exit_:  # --help and --version
         return int(exit_.code or 0)
-    except KeyboardInterrupt:
+    except Interrupted as interrupted:
+        print(f"slt: interrupted: {interrupted}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (slt.cli.signals)
         print("slt: interrupted (no partial output was written)", file=sys.stderr)
         return EXIT_INTERRUPTED
     except (UsageError, InputError) as error:

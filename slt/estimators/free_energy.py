@@ -290,7 +290,7 @@ def free_energy(
         jump_probability, ...).
       checkpoint: a file (.npz) where the SMC state (particles, log-likelihoods, each copy's
         beta, log Z and step size, the ladder so far) is saved after every tempering stage. A
-        run stopped by Ctrl-C / SIGTERM (which raise `Interrupted` after saving) or killed
+        run stopped by Ctrl-C (which raises `Interrupted`, the finished stages saved) or killed
         resumes from it when called again with the same arguments, to the bitwise same
         result; a finished run's file is kept and returns the result without sampling. A file
         from other arguments raises `CheckpointError`. See `slt.samplers.checkpoint`.
@@ -307,8 +307,8 @@ def free_energy(
         prior draw; waypoints with "nested".
       ImportError: "nested" without BlackJAX installed (the message says how to install it).
       RuntimeError: beta = 1 not reached within the stage limit.
-      Interrupted (a KeyboardInterrupt, `slt.samplers.checkpoint`): SIGINT or SIGTERM during
-        a checkpointed run; the progress is saved.
+      Interrupted (a KeyboardInterrupt, `slt.samplers.runner`): a KeyboardInterrupt during a
+        checkpointed run; every finished stage is saved.
       CheckpointError (a ValueError): the file at `checkpoint` belongs to another run.
 
     Example:

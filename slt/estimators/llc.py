@@ -288,7 +288,7 @@ def llc(
       chunk_size: steps per compiled chunk; progress is reported between chunks.
       progress: show progress bars.
       checkpoint: a file (.npz) where the chains' state and traces are saved after every
-        chunk; a run stopped by Ctrl-C / SIGTERM (which raise `Interrupted` after saving) or
+        chunk; a run stopped by Ctrl-C (which raises `Interrupted`, the finished chunks saved) or
         killed resumes from it when called again with the same arguments, to the bitwise same
         result; a finished run's file is kept and returns the result without sampling. A file
         from other arguments raises `CheckpointError`. `step_size="auto"` calibration is not
@@ -319,8 +319,8 @@ def llc(
       ValueError: n < 2 without nbeta, L_n(w*) not finite, or (step_size="auto") no step
         size passes the calibration.
       FloatingPointError: every chain diverged (the message suggests a step size).
-      Interrupted (a KeyboardInterrupt, `slt.samplers.checkpoint`): SIGINT or SIGTERM during
-        a checkpointed run; the progress is saved.
+      Interrupted (a KeyboardInterrupt, `slt.samplers.runner`): a KeyboardInterrupt during a
+        checkpointed run; every finished chunk is saved.
       CheckpointError (a ValueError): the file at `checkpoint` belongs to another run.
 
     Example:

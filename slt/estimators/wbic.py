@@ -395,7 +395,7 @@ def wbic(
       progress: show a progress bar.
       checkpoint: a file (.npz) where the sampler saves its state and draws after every chunk
         (NUTS: every chain's position, adaptation state and PRNG key; SGLD: as `slt.llc`). A
-        run stopped by Ctrl-C / SIGTERM (which raise `Interrupted` after saving) or killed
+        run stopped by Ctrl-C (which raises `Interrupted`, the finished chunks saved) or killed
         resumes from it when called again with the same arguments, to the bitwise same
         result; a finished run's file is kept and returns the result without sampling. A file
         from other arguments raises `CheckpointError`. Preparation (SGLD's MAP start and
@@ -414,8 +414,8 @@ def wbic(
       ValueError: unknown sampler (the message lists them), n < 2 without beta, no proper
         prior.
       FloatingPointError: the sampler diverged or n L_n is not finite at a draw.
-      Interrupted (a KeyboardInterrupt, `slt.samplers.checkpoint`): SIGINT or SIGTERM during
-        a checkpointed run; the progress is saved.
+      Interrupted (a KeyboardInterrupt, `slt.samplers.runner`): a KeyboardInterrupt during a
+        checkpointed run; every finished chunk is saved.
       CheckpointError (a ValueError): the file at `checkpoint` belongs to another run.
 
     Example:

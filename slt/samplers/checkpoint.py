@@ -25,13 +25,11 @@ sampler must be the same when resuming. Preparatory work that is not checkpointe
 `step_size="auto"` calibration) is repeated on resume; with the same key it gives the same
 values, hence the same fingerprint.
 
-Signals. While a checkpointed run is sampling in the main thread, SIGINT (Ctrl-C) and SIGTERM
-are caught: the first lets the unit in progress finish, writes the checkpoint and raises
-`Interrupted` (a `KeyboardInterrupt` carrying the path), so the process stops as it would on
-Ctrl-C; a second signal raises `Interrupted` at once, losing only the unit in progress. The
-previous handlers are restored when the run ends. A hard kill (SIGKILL, power loss) loses at
-most the unit in progress: writes are atomic (`slt.results.atomic_path`), so the file always
-holds a complete unit boundary. Without a path, no handler is installed and nothing is written.
+Interrupts (`slt.samplers.runner`). A `KeyboardInterrupt` during a checkpointed run (Ctrl-C;
+the `slt` command turns SIGTERM into one) raises `Interrupted`, a `KeyboardInterrupt` carrying
+the path, and loses only the unit in progress; so does a hard kill (SIGKILL, power loss): writes
+are atomic (`slt.results.atomic_path`), so the file always holds a complete unit boundary. The
+library installs no signal handler. Without a path nothing is written.
 
 File format: one uncompressed NumPy ``.npz`` archive (whatever the path's suffix) holding
 
@@ -50,14 +48,12 @@ whose chunks take milliseconds, it can exceed the sampling itself.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import signal
-import threading
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -71,7 +67,6 @@ from slt.results import atomic_path
 __all__ = ["Checkpoint", "CheckpointError", "Interrupted", "Resumed", "join_records"]
 
 FORMAT = 1
-_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 Records = tuple[np.ndarray, ...]
 
@@ -81,7 +76,8 @@ class CheckpointError(ValueError):
 
 
 class Interrupted(KeyboardInterrupt):
-    """A checkpointed run stopped on SIGINT or SIGTERM; its progress is saved.
+    """A checkpointed run stopped on a KeyboardInterrupt (SIGINT, or the `slt` command's
+    SIGTERM); every unit before the one in progress is saved.
 
     Attributes:
       path: the checkpoint file; the same call with the same arguments resumes from it.
@@ -133,12 +129,11 @@ class Checkpoint:
     Example:
       >>> store = Checkpoint(path, "my_sampler", problem=problem, key=key, num_steps=1000)
       >>> state, chunks, done, run_time = store.resume(initial_state)
-      >>> with store.catching_signals():
-      ...     for unit in range(done, num_units):
-      ...         state, record = advance(state, unit)
-      ...         chunks.append(record)
-      ...         store.save(state, chunks, units_done=unit + 1, run_time=...,
-      ...                    complete=unit + 1 == num_units)
+      >>> for unit in range(done, num_units):   # `slt.samplers.runner.run_units` does this
+      ...     state, record = advance(state, unit)
+      ...     chunks.append(record)
+      ...     store.save(state, chunks, units_done=unit + 1, run_time=...,
+      ...                complete=unit + 1 == num_units)
     """
 
     def __init__(self, path: str | os.PathLike | None, sampler: str, **identity):
@@ -152,7 +147,6 @@ class Checkpoint:
                 )
             described = {"sampler": sampler} | {k: _describe(v) for k, v in identity.items()}
             self._fingerprint = json.loads(json.dumps(described))
-        self._signal: int | None = None
 
     def resume(self, template) -> Resumed:
         """The saved progress, its state shaped like `template`; or `template` with nothing done.
@@ -209,11 +203,7 @@ class Checkpoint:
 
     def save(self, state, chunks: Sequence[Records], *, units_done: int, run_time: float,
              complete: bool) -> None:
-        """Write the run's progress atomically (nothing without a path).
-
-        Raises:
-          Interrupted: after writing, when SIGINT or SIGTERM arrived during `catching_signals`.
-        """
+        """Write the run's progress atomically (nothing without a path)."""
         if self.path is None:
             return
         arrays, key_impls = {}, {}
@@ -231,37 +221,6 @@ class Checkpoint:
         }
         with atomic_path(self.path, overwrite=True) as temporary, open(temporary, "wb") as file:
             np.savez(file, meta=np.asarray(json.dumps(meta)), **arrays)
-        if self._signal is not None:
-            raise Interrupted(self.path, self._signal)
-
-    @contextlib.contextmanager
-    def catching_signals(self) -> Iterator[None]:
-        """Defer SIGINT and SIGTERM to the next `save` (or the block's end) while active.
-
-        Only with a path and in the main thread (Python delivers signals there); the previous
-        handlers are restored on exit. A second signal raises `Interrupted` at once.
-
-        Raises:
-          Interrupted: a signal arrived after the last `save` of a block that then finished.
-        """
-        if self.path is None or threading.current_thread() is not threading.main_thread():
-            yield
-            return
-
-        def handler(signum, frame):
-            if self._signal is not None:
-                raise Interrupted(self.path, signum)
-            self._signal = signum
-
-        previous = {number: signal.signal(number, handler) for number in _SIGNALS}
-        try:
-            yield
-        finally:
-            for number, action in previous.items():
-                signal.signal(number, signal.SIG_DFL if action is None else action)
-            received, self._signal = self._signal, None
-        if received is not None:
-            raise Interrupted(self.path, received)
 
 
 def _describe(value) -> Any:

@@ -28,7 +28,7 @@ depend on chunking or on the number of devices.
 
 Checkpoints (`slt.samplers.checkpoint`): with `checkpoint=path`, the positions, RMSprop state
 and divergence flags of every chain, the traces so far and the number of chunks done are
-written atomically after every chunk; a run stopped by SIGINT / SIGTERM (or killed) resumes
+written atomically after every chunk; a run stopped by Ctrl-C (or killed) resumes
 from there on the next call, to the bitwise same `ChainTrace`. The state after chunk k is the
 same computation whether or not the run stopped, since chunks always have `chunk_size` steps
 and step t's randomness depends only on (key, chain, t).
@@ -45,11 +45,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
-from tqdm.auto import tqdm
 
 from slt import compile_cache
 from slt.problem import Problem
 from slt.samplers.checkpoint import Checkpoint, join_records
+from slt.samplers.runner import ProgressBar, run_units
 from slt.samplers.sgld import SGLDState, mala_log_acceptance, sgld
 from slt.samplers.shuffle import epoch_indices
 
@@ -201,8 +201,8 @@ def run_chains(
         diverged at the first step either twin did.
 
     Raises:
-      slt.samplers.checkpoint.Interrupted: SIGINT or SIGTERM during a checkpointed run, after
-        saving (a `KeyboardInterrupt`).
+      slt.samplers.checkpoint.Interrupted: a KeyboardInterrupt during a checkpointed run (the
+        chunks before the one in progress are saved; `slt.samplers.runner`).
       slt.samplers.checkpoint.CheckpointError: the file at `checkpoint` is from another run.
     """
     num_steps = int(num_steps)
@@ -237,14 +237,14 @@ def run_chains(
         center=center_flat, step_size=per_chain[0], gamma=per_chain[1], nbeta=per_chain[2],
         reference_loss=center_full_loss,
     )
-    carry, chunks, done, run_time = store.resume(
-        _initial_carry(config, center_flat, chain_keys)
-    )
+    resumed = store.resume(_initial_carry(config, center_flat, chain_keys))
     sharding = _chain_sharding(config.num_chains)
     if sharding is not None:
-        carry, chain_keys, per_chain = jax.device_put((carry, chain_keys, per_chain), sharding)
+        carry, chain_keys, per_chain = jax.device_put((resumed.state, chain_keys, per_chain),
+                                                      sharding)
+        resumed = resumed._replace(state=carry)
     arguments = (
-        carry, chain_keys, per_chain, center_flat, center_losses,
+        resumed.state, chain_keys, per_chain, center_flat, center_losses,
         jnp.asarray(center_full_loss, dtype), problem.data,
     )
 
@@ -252,23 +252,17 @@ def run_chains(
     compiled, was_cached = _compile(config, arguments)
     compile_time = 0.0 if was_cached else time.perf_counter() - start
 
-    start, previous_time = time.perf_counter(), run_time
+    def advance(carry, chunk):
+        carry, recorded = compiled(carry, *arguments[1:], jnp.asarray(chunk * chunk_size))
+        return carry, jax.device_get(recorded)
+
     num_chunks = -(-num_steps // chunk_size)
-    with store.catching_signals(), tqdm(
-        total=num_chunks * chunk_size,
-        initial=done * chunk_size,
-        desc=description,
-        unit="step",
-        disable=not progress,
-        leave=False,
-    ) as bar:
-        for chunk in range(done, num_chunks):
-            carry, recorded = compiled(carry, *arguments[1:], jnp.asarray(chunk * chunk_size))
-            chunks.append(jax.device_get(recorded))
-            bar.update(chunk_size)
-            run_time = previous_time + time.perf_counter() - start
-            store.save(carry, chunks, units_done=chunk + 1, run_time=run_time,
-                       complete=chunk + 1 == num_chunks)
+    carry, chunks, _, run_time = run_units(
+        advance, resumed, store,
+        ProgressBar(num_chunks * chunk_size, lambda _, chunks: chunks * chunk_size, description,
+                    show=progress),
+        num_units=num_chunks,
+    )
     loss, center_loss, log_acceptance, gradient_product, laplacian, distance = (
         record[:, :num_steps] for record in join_records(chunks)
     )
@@ -378,25 +372,21 @@ def _run_chunk(
         indices = epoch_indices(jax.random.fold_in(chain_key, 1), step // steps_per_epoch,
                                 first + jnp.arange(config.batch_size), problem.n)
         batch = problem.take(indices, data)
-        value_and_grad = jax.value_and_grad(log_target, has_aux=True)
-        (log_density, loss), gradient = value_and_grad(state.position, batch, gamma, nbeta)
-        new_state, diagonal = algorithm.step(
-            jax.random.fold_in(chain_key, step), state, gradient, step_size
+        new_state, info = algorithm.step(
+            jax.random.fold_in(chain_key, step), state,
+            lambda flat: log_target(flat, batch, gamma, nbeta), step_size,
         )
+        loss = info.aux
 
         def diagnostics():
             def density_and_grad(flat):
-                (value, _), grad = value_and_grad(flat, batch, gamma, nbeta)
+                (value, _), grad = jax.value_and_grad(log_target, has_aux=True)(
+                    flat, batch, gamma, nbeta
+                )
                 return value, grad
 
             log_acceptance = mala_log_acceptance(
-                state.position,
-                new_state.position,
-                log_density,
-                gradient,
-                diagonal,
-                density_and_grad,
-                step_size,
+                state.position, new_state.position, info, density_and_grad, step_size
             )
             batch_key, probe_key = jax.random.split(
                 jax.random.fold_in(jax.random.fold_in(chain_key, step), 1)
@@ -411,7 +401,7 @@ def _run_chunk(
 
             other, curvature = jax.jvp(other_gradient, (state.position,), (probe,))
             # U = -log pi: grad U . grad' U = g . g', Laplacian = -v' Hess(log pi) v
-            return log_acceptance, jnp.dot(gradient, other), -jnp.dot(probe, curvature)
+            return log_acceptance, jnp.dot(info.gradient, other), -jnp.dot(probe, curvature)
 
         measure = (config.mala_every > 0) & (step % max(config.mala_every, 1) == 0)
         nan = jnp.asarray(jnp.nan, loss.dtype)

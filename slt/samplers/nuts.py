@@ -35,11 +35,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from numpyro.infer.hmc import hmc
-from tqdm.auto import tqdm
 
 from slt import compile_cache
 from slt.problem import Params, Problem
 from slt.samplers.checkpoint import Checkpoint, join_records
+from slt.samplers.runner import ProgressBar, run_units
 from slt.validation import require_in_interval, require_int, require_params, require_positive
 
 __all__ = [
@@ -218,8 +218,8 @@ def sample_nuts(
 
     Raises:
       ValueError: bad arguments, no proper prior, or a non-finite potential at a start point.
-      slt.samplers.checkpoint.Interrupted: SIGINT or SIGTERM during a checkpointed run, after
-        saving (a `KeyboardInterrupt`).
+      slt.samplers.checkpoint.Interrupted: a KeyboardInterrupt during a checkpointed run (the
+        chunks before the one in progress are saved; `slt.samplers.runner`).
       slt.samplers.checkpoint.CheckpointError: the file at `checkpoint` is from another run.
 
     Example:
@@ -260,26 +260,22 @@ def sample_nuts(
         checkpoint, "sample_nuts", **config._asdict(), betas=betas, num_samples=int(num_samples),
         chunk_length=chunk_length, key=chain_key, starts=starts,
     )
-    start = time.perf_counter()
     chain_betas = jnp.asarray(betas, problem.dtype)
-    state, chunks, done, run_time = store.resume(
-        init_fn(jax.random.split(chain_key, num_chains), starts, chain_betas)
-    )
-    previous_time = run_time
+    resumed = store.resume(init_fn(jax.random.split(chain_key, num_chains), starts, chain_betas))
+
+    def advance(state, _):
+        state, record = run_chunk(state, chain_betas)
+        return state, tuple(np.asarray(r) for r in record)
+
     # Every chunk has the same length (one compiled program); the surplus steps of the last
     # chunk are dropped.
     num_chunks = -(-total // chunk_length)
-    with store.catching_signals(), tqdm(
-        total=total, initial=min(done * chunk_length, total), desc="nuts", disable=not progress,
-        leave=False,
-    ) as bar:
-        for chunk in range(done, num_chunks):
-            state, record = run_chunk(state, chain_betas)
-            chunks.append(tuple(np.asarray(r) for r in record))
-            bar.update(min(chunk_length, total - chunk * chunk_length))
-            run_time = previous_time + time.perf_counter() - start
-            store.save(state, chunks, units_done=chunk + 1, run_time=run_time,
-                       complete=chunk + 1 == num_chunks)
+    state, chunks, _, run_time = run_units(
+        advance, resumed, store,
+        ProgressBar(total, lambda _, chunks: min(chunks * chunk_length, total), "nuts",
+                    show=progress),
+        num_units=num_chunks,
+    )
     positions, diverging, num_steps, accept_prob, step_size = (
         record[:, num_warmup:total] for record in join_records(chunks)
     )

@@ -20,9 +20,12 @@ per pytree leaf (DESIGN.md: halves compile time on large networks at the same sp
 noise comes from `slt.samplers.noise.standard_normal` (the Threefry-2x32 cipher of
 `jax.random`, written out so that XLA vectorises it: on CPU 4-7x faster than
 `jax.random.normal` with any of JAX's generators, as fast on a GPU; RESULTS.md).
-Everything is pure: it works under `jit`, `vmap` and `lax.scan`. Configuration that changes the
-compiled program (the preconditioner) is fixed in closures; step size and the target enter as
-arguments, so sweeping them does not recompile.
+Everything is pure: it works under `jit`, `vmap` and `lax.scan`. As in BlackJAX, the algorithm
+is a pair of functions, `init(position) -> SGLDState` and `step(key, state, logdensity_fn,
+step_size) -> (SGLDState, SGLDInfo)`; diagnostics (MALA acceptance, configurational
+temperature, divergence) read the info. Configuration that changes the compiled program (the
+preconditioner) is fixed in closures; the step size and the target (the minibatch's log
+density) enter as arguments, so sweeping them does not recompile.
 
 The MALA acceptance probability of a step (Lau et al. 2023; devinterp reports it too) is the
 Metropolis–Hastings ratio the proposal would have had, on the same minibatch:
@@ -36,7 +39,7 @@ Values near 1 mean the discretisation error is small; SGLD never rejects.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -47,7 +50,7 @@ from slt.validation import require_one_of
 
 PRECONDITIONERS = (None, "rmsprop")
 
-__all__ = ["SGLDState", "SGLD", "sgld", "mala_log_acceptance"]
+__all__ = ["SGLDState", "SGLDInfo", "SGLD", "sgld", "mala_log_acceptance"]
 
 # RMSprop constants: decay of the squared-gradient average and the damping delta, pSGLD's
 # published defaults (Li et al. 2016). devinterp uses delta = 0.1; with gradients scaled by
@@ -55,6 +58,7 @@ __all__ = ["SGLDState", "SGLD", "sgld", "mala_log_acceptance"]
 RMSPROP_DECAY = 0.99
 RMSPROP_DAMPING = 1e-5
 
+LogDensity = Callable[[jax.Array], tuple[jax.Array, Any]]
 LogDensityGrad = Callable[[jax.Array], tuple[jax.Array, jax.Array]]
 
 
@@ -66,9 +70,23 @@ class SGLDState(NamedTuple):
     square_avg: jax.Array
 
 
+class SGLDInfo(NamedTuple):
+    """What a step saw, at the position it started from.
+
+    log_density: log pi_hat(w) on the step's minibatch; aux: what `logdensity_fn` returned
+    beside it (e.g. the minibatch loss); gradient: grad log pi_hat(w); diagonal: the
+    preconditioner G the step used.
+    """
+
+    log_density: jax.Array
+    aux: Any
+    gradient: jax.Array
+    diagonal: jax.Array
+
+
 class SGLD(NamedTuple):
     init: Callable[[jax.Array], SGLDState]
-    step: Callable[..., tuple[SGLDState, jax.Array]]
+    step: Callable[..., tuple[SGLDState, SGLDInfo]]
 
 
 def sgld(preconditioner: str | None = None) -> SGLD:
@@ -79,14 +97,17 @@ def sgld(preconditioner: str | None = None) -> SGLD:
 
     Returns:
       `SGLD(init, step)`: `init(position) -> SGLDState`;
-      `step(key, state, gradient, step_size) -> (new_state, preconditioner_diagonal)`, where
-      `gradient` is the minibatch estimate of grad log pi at `state.position` and the diagonal
-      G used by the step is returned for diagnostics (MALA acceptance).
+      `step(key, state, logdensity_fn, step_size) -> (new_state, SGLDInfo)`, where
+      `logdensity_fn(position) -> (log pi_hat, aux)` is the minibatch estimate of the log
+      density (differentiated here; `aux` is passed through to the info).
 
     Example:
       >>> algorithm = sgld("rmsprop")
-      >>> state = algorithm.init(w0)
-      >>> state, diagonal = algorithm.step(key, state, jax.grad(log_density)(state.position), 1e-4)
+      >>> state = algorithm.init(jnp.zeros(2))
+      >>> target = lambda w: (-0.5 * jnp.sum(w**2), None)
+      >>> state, info = algorithm.step(jax.random.key(0), state, target, 1e-2)
+      >>> info.diagonal.shape
+      (2,)
     """
     require_one_of("preconditioner", preconditioner, PRECONDITIONERS)
     rms = optax.scale_by_rms(decay=RMSPROP_DECAY, eps=RMSPROP_DAMPING, eps_in_sqrt=False)
@@ -94,7 +115,10 @@ def sgld(preconditioner: str | None = None) -> SGLD:
     def init(position: jax.Array) -> SGLDState:
         return SGLDState(position, jnp.zeros_like(position))
 
-    def step(key, state: SGLDState, gradient: jax.Array, step_size):
+    def step(key, state: SGLDState, logdensity_fn: LogDensity, step_size):
+        (log_density, aux), gradient = jax.value_and_grad(logdensity_fn, has_aux=True)(
+            state.position
+        )
         if preconditioner == "rmsprop":
             drift, rms_state = rms.update(gradient, optax.ScaleByRmsState(nu=state.square_avg))
             square_avg = rms_state.nu
@@ -105,7 +129,7 @@ def sgld(preconditioner: str | None = None) -> SGLD:
         position = (
             state.position + 0.5 * step_size * drift + jnp.sqrt(step_size * diagonal) * noise
         )
-        return SGLDState(position, square_avg), diagonal
+        return SGLDState(position, square_avg), SGLDInfo(log_density, aux, gradient, diagonal)
 
     return SGLD(init, step)
 
@@ -113,9 +137,7 @@ def sgld(preconditioner: str | None = None) -> SGLD:
 def mala_log_acceptance(
     position: jax.Array,
     proposal: jax.Array,
-    log_density: jax.Array,
-    gradient: jax.Array,
-    diagonal: jax.Array,
+    info: SGLDInfo,
     value_and_grad: LogDensityGrad,
     step_size,
 ) -> jax.Array:
@@ -123,13 +145,12 @@ def mala_log_acceptance(
 
     Args:
       position, proposal: w and w' (the SGLD step's result).
-      log_density, gradient: log pi_hat(w) and its gradient on the step's minibatch.
-      diagonal: the preconditioner G the step used.
+      info: the step's `SGLDInfo` (log pi_hat(w), its gradient and G on the step's minibatch).
       value_and_grad: `w -> (log pi_hat(w), grad)` on the same minibatch.
       step_size: eps.
     """
     proposal_log_density, proposal_gradient = value_and_grad(proposal)
-    variance = step_size * diagonal
+    variance = step_size * info.diagonal
 
     def log_q(to, start, start_gradient):
         mean = start + 0.5 * variance * start_gradient
@@ -137,8 +158,8 @@ def mala_log_acceptance(
 
     log_ratio = (
         proposal_log_density
-        - log_density
+        - info.log_density
         + log_q(position, proposal, proposal_gradient)
-        - log_q(proposal, position, gradient)
+        - log_q(proposal, position, info.gradient)
     )
     return jnp.minimum(0.0, jnp.where(jnp.isnan(log_ratio), -jnp.inf, log_ratio))

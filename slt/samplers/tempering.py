@@ -95,7 +95,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 from numpyro import handlers
-from tqdm.auto import tqdm
 
 from slt import compile_cache
 from slt.problem import Problem
@@ -106,6 +105,7 @@ from slt.samplers.mixture_proposal import (
     whitening_factor,
 )
 from slt.samplers.nuts import nll_of_draws
+from slt.samplers.runner import ProgressBar, run_units
 from slt.validation import (
     InputError,
     require_callable,
@@ -507,8 +507,8 @@ def tempered_smc(
     Raises:
       ValueError: bad arguments, no proper prior, or every prior draw has l(w) = -inf.
       RuntimeError: beta = 1 not reached within max_stages.
-      slt.samplers.checkpoint.Interrupted: SIGINT or SIGTERM during a checkpointed run, after
-        saving (a `KeyboardInterrupt`).
+      slt.samplers.checkpoint.Interrupted: a KeyboardInterrupt during a checkpointed run (the
+        stages before the one in progress are saved; `slt.samplers.runner`).
       slt.samplers.checkpoint.CheckpointError: the file at `checkpoint` is from another run.
     """
     _validate(
@@ -563,30 +563,29 @@ def tempered_smc(
         checkpoint, "tempered_smc", **config._asdict(), key=run_key, particles=draws,
         initial_step_size=float(initial_step_size),
     )
-    state, stages, done, run_time = store.resume(state)
-    stages = stages or [_stage_record((
+    resumed = store.resume(state)
+    resumed = resumed._replace(chunks=resumed.chunks or [_stage_record((
         jnp.zeros(config.num_copies), jnp.zeros(config.num_copies),
         -jnp.nanmean(finite, axis=1), jnp.nanvar(finite, axis=1),
         *(jnp.full(config.num_copies, jnp.nan),) * 4,
-    ))]
+    ))])
     (stage, compile_time), compiled_before = _compiled_stage(config)
     if compiled_before:
         compile_time = 0.0
-    start, previous_time = time.perf_counter(), run_time
-    lowest = float(jnp.min(state.beta))
-    with store.catching_signals(), tqdm(
-        total=1.0, initial=lowest, desc="tempering (min beta)", disable=not progress, leave=False
-    ) as bar:
-        for index in range(done, max_stages):
-            if lowest >= 1.0:
-                break
-            state, record = stage(state, jax.random.fold_in(run_key, index), problem.data)
-            stages.append(_stage_record(record))
-            lowest = float(jnp.min(state.beta))
-            bar.update(lowest - bar.n)
-            run_time = previous_time + time.perf_counter() - start
-            store.save(state, stages, units_done=index + 1, run_time=run_time,
-                       complete=lowest >= 1.0)
+
+    def advance(state, index):
+        state, record = stage(state, jax.random.fold_in(run_key, index), problem.data)
+        return state, _stage_record(record)
+
+    def lowest_beta(state, _=None) -> float:
+        return float(jnp.min(state.beta))
+
+    state, stages, _, run_time = run_units(
+        advance, resumed, store,
+        ProgressBar(1.0, lowest_beta, "tempering (min beta)", unit="beta", show=progress),
+        num_units=max_stages, finished=lambda state: lowest_beta(state) >= 1.0,
+    )
+    lowest = lowest_beta(state)
     if lowest < 1.0:
         raise RuntimeError(
             f"beta = 1 not reached in {max_stages} stages (lowest beta {lowest:.3g}); "

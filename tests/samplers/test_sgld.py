@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from slt.samplers.noise import standard_normal
-from slt.samplers.sgld import mala_log_acceptance, sgld
+from slt.samplers.sgld import SGLDInfo, mala_log_acceptance, sgld
 
 
 def test_sgld_samples_a_gaussian():
@@ -18,11 +18,11 @@ def test_sgld_samples_a_gaussian():
     step_size, num_chains, burn_in, num_steps = 0.05, 64, 2_000, 20_000
 
     def log_density(w):
-        return -0.5 * jnp.sum(((w - mean) / scale) ** 2)
+        return -0.5 * jnp.sum(((w - mean) / scale) ** 2), None
 
     def run(key):
         def step(state, k):
-            state, _ = algorithm.step(k, state, jax.grad(log_density)(state.position), step_size)
+            state, _ = algorithm.step(k, state, log_density, step_size)
             return state, state.position
 
         keys = jax.random.split(key, burn_in + num_steps)
@@ -42,11 +42,19 @@ def test_sgld_samples_a_gaussian():
 
 
 def test_rmsprop_update_by_hand():
-    """pSGLD by hand: v = .99 v + .01 g^2, G = 1 / (1e-5 + sqrt(v)), one step from w."""
+    """pSGLD by hand: v = .99 v + .01 g^2, G = 1 / (1e-5 + sqrt(v)), one step from w; the info
+    holds log pi(w), its gradient, G and the target's auxiliary output."""
     algorithm = sgld("rmsprop")
     state = algorithm.init(jnp.array([0.5, -1.0]))
     gradient, eps, key = jnp.array([2.0, -0.1]), 1e-2, jax.random.key(3)
-    new_state, diagonal = algorithm.step(key, state, gradient, eps)
+
+    def linear(w):  # log pi(w) = g . w: its gradient is g everywhere
+        return jnp.dot(gradient, w), "aux"
+
+    new_state, info = algorithm.step(key, state, linear, eps)
+    diagonal = info.diagonal
+    assert info.aux == "aux" and float(info.log_density) == float(jnp.dot(gradient, state.position))
+    np.testing.assert_array_equal(info.gradient, gradient)
     square_avg = 0.01 * np.asarray(gradient) ** 2
     expected_diagonal = 1.0 / (1e-5 + np.sqrt(square_avg))
     noise = np.asarray(standard_normal(key, (2,), jnp.float64))
@@ -71,7 +79,8 @@ def test_mala_acceptance_by_hand():
     log_q_backward = -0.5 * (1.0 - (0.2 - 0.25 * 0.2)) ** 2 / eps
     expected = min(0.0, (-0.5 * 0.04 + 0.5) + log_q_backward - log_q_forward)
     value, gradient = value_and_grad(w)
-    actual = mala_log_acceptance(w, w_new, value, gradient, jnp.ones(1), value_and_grad, eps)
+    info = SGLDInfo(value, None, gradient, jnp.ones(1))
+    actual = mala_log_acceptance(w, w_new, info, value_and_grad, eps)
     np.testing.assert_allclose(actual, expected, rtol=1e-12)
 
 
