@@ -6,9 +6,20 @@ import weakref
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro
+import numpyro.distributions as dist
 import pytest
 
-from slt import compile_cache, fit_map, llc, models
+from slt import (
+    Problem,
+    compile_cache,
+    fisher_information,
+    fisher_scan,
+    fit_map,
+    kl_divergence,
+    llc,
+    models,
+)
 from slt.samplers.nuts import sample_nuts
 from slt.samplers.tempering import tempered_smc
 
@@ -36,6 +47,40 @@ def test_nothing_of_slt_holds_a_dropped_problem():
     del problem, fit
     gc.collect()
     assert reference() is None
+
+
+def _geometry_programs(model, point, other_point, axis, **inputs) -> set[str]:
+    """Run fisher_information, fisher_scan and kl_divergence on `model`; the kinds of the
+    programs kept with it."""
+    fisher_information(model, point, **inputs)
+    fisher_scan(model, point, {axis: [-0.5, 0.0, 0.5]}, progress=False, **inputs)
+    kl_divergence(model, point, other_point, **inputs)
+    return {signature[0] for signature in compile_cache._PROGRAMS[model]}
+
+
+def test_geometry_keeps_its_programs_with_the_model_and_releases_them_with_it():
+    """Fisher, scan and KL programs are kept with the Problem or ModelSpec they were given:
+    dropping it releases the model, the arrays its model_kwargs hold, and the programs."""
+
+    def logistic(x, shift, y=None):  # a local function, so that nothing else holds it
+        w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([2]).to_event(1))
+        with numpyro.plate("data", x.shape[0]):
+            numpyro.sample("y", dist.Bernoulli(logits=x @ w + shift), obs=y)
+
+    x = np.random.default_rng(0).normal(size=(20, 2))
+    shift = np.array(0.3)
+    problem = Problem(logistic, {"x": x, "y": (x[:, 0] > 0) * 1.0}, model_kwargs={"shift": shift})
+    w = np.array([0.5, -1.0])
+    kinds = _geometry_programs(problem, {"w": w}, {"w": w + 0.1}, "w[0]")
+    assert kinds == {"fisher", "fisher_scan", "kl"}
+    spec = models.fixed_component_mixture()  # quadrature over y: its extent program too
+    point = {"pi": 0.5, "mu": 1.0, "sigma": 1.0}
+    kinds = _geometry_programs(spec, point, dict(point, mu=1.1), "mu")
+    assert kinds == {"fisher", "fisher_scan", "kl", "mixture_extent"}
+    references = [weakref.ref(held) for held in (problem, logistic, shift, spec, spec.model)]
+    del problem, logistic, shift, spec
+    gc.collect()
+    assert [reference() for reference in references] == [None] * len(references)
 
 
 def test_programs_are_kept_per_problem_up_to_the_limit():

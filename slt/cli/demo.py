@@ -9,7 +9,7 @@
    symmetry-adjusted (d − generic Fisher nullity)/2 (`slt.geometry.symmetry`), the exact λ,
    and the Fisher rank at w*.
 3. **Where is the model regular, where singular?** The det I landscapes of the mixture
-   π N(μ, σ²) + (1 − π) N(0, 1) and of a tanh network (`slt.plots.fisher.seed_figures`).
+   π N(μ, σ²) + (1 − π) N(0, 1) and of a tanh network (`slt.cli.landscapes`).
 
 The report goes to ``--out DIR`` (default ``slt-demo``): report.md, results.json (every number
 in the report), the figures as PNG under stable names (`FIGURES`), and evidence_comparison.nc
@@ -34,6 +34,7 @@ import pandas as pd
 from slt import models, truth
 from slt.cli.compare import format_comparison
 from slt.cli.inputs import OutputFolder, bundled_path, load_data, parse_model
+from slt.cli.landscapes import seed_figures, seed_scans
 from slt.cli.options import add_output_options
 from slt.estimators.compare import compare
 from slt.estimators.llc import llc
@@ -49,7 +50,6 @@ MIXTURE_COMPONENTS = (1, 2, 3)
 # tempered path per model) to about a minute and a half on 2 cores; the standard errors in the
 # table say what that costs.
 NUM_PARTICLES = 200
-FISHER_POINTS, FISHER_POINTS_2D = 241, 121  # grid sizes of the landscapes (odd: 0 on the grid)
 
 FIGURES = {
     "evidence_data.png": "Old Faithful eruption durations with the MAP mixture of each K",
@@ -202,10 +202,7 @@ def _network_llc(network: Network, key, progress: bool) -> tuple[dict, object]:
 
 
 def _fisher_landscapes(progress: bool) -> tuple[list[dict], dict[str, object]]:
-    from slt.geometry.landscapes import seed_scans
-    from slt.plots.fisher import seed_figures
-
-    scans = seed_scans(points=FISHER_POINTS, points_2d=FISHER_POINTS_2D, progress=progress)
+    scans = seed_scans(progress=progress)
     figures = seed_figures(scans=scans)
     rows = [{
         "scan": name,

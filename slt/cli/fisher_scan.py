@@ -19,8 +19,7 @@ import numpy as np
 
 from slt.cli.inputs import OutputFolder, UsageError, load_data, parse_model, parse_point
 from slt.cli.options import add_data_options, add_output_options, positive_int
-from slt.geometry.fisher import KINDS
-from slt.geometry.landscapes import gauss_hermite_inputs
+from slt.geometry.fisher import KINDS, gauss_hermite_inputs
 from slt.geometry.observation import observation_model
 from slt.geometry.scan import fisher_scan
 

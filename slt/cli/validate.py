@@ -41,8 +41,7 @@ from slt.estimators.laplace import laplace
 from slt.estimators.llc import llc
 from slt.estimators.wbic import wbic
 from slt.fit import fit_map
-from slt.geometry.fisher import fisher_information
-from slt.geometry.landscapes import gauss_hermite_inputs
+from slt.geometry.fisher import fisher_information, gauss_hermite_inputs
 
 __all__ = ["CASES", "Outcome", "add_parser", "run", "run_cases"]
 

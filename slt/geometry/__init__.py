@@ -16,11 +16,9 @@ Exact Fisher and KL cover Gaussian noise, the exponential families of `families`
   the null space into symmetry and excess, conserved quantities, moves along orbits.
 * `relative_fisher`: closed-form relative Fisher matrices of single neurons and layers
   (Sun & Nielsen 2016): cheap per-layer metrics, not identifiability tests.
-* `landscapes.seed_scans`: the seed slides' det I landscapes (plotted by
-  `slt.plots.fisher.seed_figures`).
 """
 
-from slt.geometry import landscapes, relative_fisher, symmetry
+from slt.geometry import relative_fisher, symmetry
 from slt.geometry.fisher import KINDS, FisherResult, fisher_information
 from slt.geometry.kl import kl_divergence
 from slt.geometry.matrix_free import LanczosSpectrum, fisher_spectrum, fisher_vector_product
@@ -38,7 +36,6 @@ __all__ = [
     "fisher_spectrum",
     "fisher_vector_product",
     "kl_divergence",
-    "landscapes",
     "relative_fisher",
     "symmetry",
 ]

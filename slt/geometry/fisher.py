@@ -20,9 +20,9 @@ Three kinds (`KINDS`), see `slt.geometry.kernels` for the formulas:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import Any
 
 import jax
@@ -30,8 +30,9 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
+from slt.compile_cache import compiled_for
 from slt.geometry.coordinates import Coordinates
-from slt.geometry.kernels import FisherArrays, fisher_function, quadrature_grid
+from slt.geometry.kernels import FisherArrays, fisher_function, mixture_extent, quadrature_grid
 from slt.geometry.observation import ObservationModel, observation_model
 from slt.geometry.spectrum import DEFAULT_RANK_TOL, check_rank_tol, spectrum_summary
 from slt.models.base import ModelSpec
@@ -39,7 +40,14 @@ from slt.problem import Problem
 from slt.results import Persistable
 from slt.validation import require_int, require_key
 
-__all__ = ["KINDS", "FisherResult", "FisherSetup", "fisher_information", "prepare"]
+__all__ = [
+    "KINDS",
+    "FisherResult",
+    "FisherSetup",
+    "fisher_information",
+    "gauss_hermite_inputs",
+    "prepare",
+]
 
 KINDS = ("exact", "monte_carlo", "empirical")
 
@@ -173,10 +181,12 @@ def _short(value: np.ndarray) -> str:
 class FisherSetup:
     """A validated request for Fisher matrices, shared by the point, scan and KL functions.
 
-    Attributes: observation (the model), coordinates, values (the point), theta (its
-    coordinates, (d,)), arrays (`FisherArrays` without quadrature nodes), kind, num_samples.
+    Attributes: model (as given: the owner of the compiled programs, `compiled`), observation
+    (its observation model), coordinates, values (the point), theta (its coordinates, (d,)),
+    arrays (`FisherArrays` without quadrature nodes), kind, num_samples.
     """
 
+    model: ModelSpec | Problem
     observation: ObservationModel
     coordinates: Coordinates
     values: dict[str, np.ndarray]
@@ -185,20 +195,38 @@ class FisherSetup:
     kind: str
     num_samples: int | None
 
+    def compiled(self, name: str, build: Callable[[], Callable], *settings: Any) -> Callable:
+        """`jax.jit(build())`, built once per observation model, coordinate system, kind,
+        num_samples and further `settings`, and kept with the model (`slt.compile_cache`,
+        under `name`): dropping the model releases it. `build` returns a pure function of
+        arrays that closes over the observation model and coordinates, never over `model`
+        itself or its data; jit compiles it once per argument shapes.
+        """
+        signature = (name, self.observation, self.coordinates.system, self.kind,
+                     self.num_samples, *settings)
+        program, _ = compiled_for(self.model, signature, lambda: jax.jit(build()))
+        return program
+
     def with_nodes(self, thetas: np.ndarray) -> FisherArrays:
         """The arrays, with quadrature nodes covering every row of `thetas` where needed."""
         if self.kind != "exact" or self.observation.family != "normal_mixture":
             return self.arrays
-        nodes, weights = quadrature_grid(self.observation, self.coordinates, thetas)
+        extent = self.compiled(
+            "mixture_extent", lambda: jax.vmap(mixture_extent(self.observation, self.coordinates))
+        )
+        nodes, weights = quadrature_grid(extent(jnp.asarray(thetas)))
         return self.arrays._replace(nodes=jnp.asarray(nodes), node_weights=jnp.asarray(weights))
 
 
-@lru_cache(maxsize=64)
-def coordinates_for(observation: ObservationModel, system: str) -> Coordinates:
-    """The `Coordinates` of `observation`'s sites in `system` (cached)."""
-    return Coordinates.build(
-        system, observation.spec.site_names, observation.site_shapes, observation.supports
-    )
+def gauss_hermite_inputs(num_nodes: int = 40) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes (num_nodes, 1) and weights (summing to 1) for E over x ~ N(0, 1): as `x` and
+    `x_weights`, they make the Fisher of a one-input model the population one.
+
+    The rule is exact for polynomials in x of degree 2 num_nodes - 1 (79 by default) and
+    accurate for smooth integrands, such as the Fisher of a tanh network.
+    """
+    nodes, weights = np.polynomial.hermite_e.hermegauss(num_nodes)
+    return nodes[:, None], weights / weights.sum()
 
 
 def _input_weights(x_weights: Any, n: int) -> np.ndarray:
@@ -280,7 +308,7 @@ def prepare(
     if x_weights is not None and inputs is None:
         raise ValueError("x_weights weight the inputs x; this model has none")
     weights = _input_weights(x_weights, 1 if inputs is None else inputs.shape[0])
-    coords = coordinates_for(observation, coordinates)
+    coords = observation.coordinates(coordinates)
     theta = coords.theta_at(values)
     if not np.all(np.isfinite(theta)):
         raise ValueError(
@@ -294,16 +322,7 @@ def prepare(
         outputs=None if outputs is None else jnp.asarray(outputs),
         key=key,
     )
-    return FisherSetup(observation, coords, values, theta, arrays, kind, num_samples)
-
-
-@lru_cache(maxsize=64)
-def compiled_fisher(observation, coordinates, kind, num_samples, chunk_size):
-    """The jitted `fisher(theta, arrays)` of `slt.geometry.kernels.fisher_function`, cached."""
-    return jax.jit(
-        fisher_function(kind, observation, coordinates, num_samples=num_samples,
-                        chunk_size=chunk_size)
-    )
+    return FisherSetup(model, observation, coords, values, theta, arrays, kind, num_samples)
 
 
 def fisher_information(
@@ -338,7 +357,8 @@ def fisher_information(
         regression models given as a ModelSpec, refused for density models). Not used by
         "empirical".
       x_weights: optional weights of the inputs (normalised to sum 1), e.g. Gauss-Hermite
-        weights so that the average is the population expectation; default uniform.
+        weights so that the average is the population expectation
+        (`gauss_hermite_inputs`); default uniform.
       data: {"x": ..., "y": ...} (or {"y": ...}) for kind="empirical".
       num_samples, key: replicates (>= 2) and PRNG key for kind="monte_carlo"; each
         replicate draws one y for every input.
@@ -373,8 +393,11 @@ def fisher_information(
             num_samples=num_samples, key=key, coordinates=coordinates,
         )
         arrays = setup.with_nodes(setup.theta[None])
-        fisher = compiled_fisher(
-            setup.observation, setup.coordinates, kind, setup.num_samples, chunk_size
+        fisher = setup.compiled(
+            "fisher",
+            lambda: fisher_function(kind, setup.observation, setup.coordinates,
+                                    num_samples=setup.num_samples, chunk_size=chunk_size),
+            chunk_size,
         )
         matrix, standard_error = (np.asarray(a) for a in fisher(jnp.asarray(setup.theta), arrays))
     return result_from_matrix(setup, matrix, standard_error, rank_tol)

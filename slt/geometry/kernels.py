@@ -33,7 +33,7 @@ Large input sets are processed in chunks (`lax.scan`), so memory is O(chunk * ou
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import lru_cache, partial
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -44,7 +44,13 @@ from slt.geometry.coordinates import Coordinates
 from slt.geometry.families import natural_parameter, whitening_root
 from slt.geometry.observation import WHITENED_FAMILIES, ObservationModel, safe_log_prob, unwrap
 
-__all__ = ["FisherArrays", "fisher_function", "quadrature_grid", "whitened_outputs"]
+__all__ = [
+    "FisherArrays",
+    "fisher_function",
+    "mixture_extent",
+    "quadrature_grid",
+    "whitened_outputs",
+]
 
 # Quadrature over a mixture of normals N(mu_k, s_k^2). The grid spans every component's
 # mean +- 10 sd: the normal density there is 8e-23 of its peak, and times the scores'
@@ -175,9 +181,9 @@ def _score_rows(observation, coordinates):
     return rows
 
 
-@lru_cache(maxsize=64)
-def _mixture_extent(observation, coordinates):
-    """jit(vmap(theta -> (lowest node, highest node, smallest sd, spread of the means)))."""
+def mixture_extent(observation, coordinates):
+    """theta -> (lowest node, highest node, smallest sd, spread of the means) of the mixture
+    p(y | theta): what `quadrature_grid` needs to know of each point (pure; vmap it)."""
 
     def extent(theta):
         base = unwrap(observation.distribution(coordinates.to_values(theta), None))
@@ -191,19 +197,22 @@ def _mixture_extent(observation, coordinates):
             jnp.max(mean) - jnp.min(mean),
         )
 
-    return jax.jit(jax.vmap(extent))
+    return extent
 
 
-def quadrature_grid(observation, coordinates, thetas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Trapezoid nodes over y covering the mixture at every theta in `thetas` (m, d).
+def quadrature_grid(extents) -> tuple[np.ndarray, np.ndarray]:
+    """Trapezoid nodes over y covering the mixture at m points, from their `mixture_extent`s.
 
-    Returns (nodes, weights); the rule is sum_j weights_j f(nodes_j), weights_j = the step
-    (the end points carry negligible mass). See the comment on `_TAIL_SDS` for accuracy.
-    The count is padded to a multiple of 32 with zero-weight nodes, so that nearby points
-    share one compiled function.
+    Args:
+      extents: the four outputs of `mixture_extent`, vmapped over the m points: each (m,).
+
+    Returns:
+      (nodes, weights): the rule is sum_j weights_j f(nodes_j), weights_j = the step (the
+      end points carry negligible mass); see the comment on `_TAIL_SDS` for accuracy. The
+      count is padded to a multiple of 32 with zero-weight nodes, so that nearby points
+      share one compiled function.
     """
-    extent = _mixture_extent(observation, coordinates)
-    lower, upper, smallest_scale, spread = (np.asarray(a) for a in extent(jnp.asarray(thetas)))
+    lower, upper, smallest_scale, spread = (np.asarray(a) for a in extents)
     s = float(smallest_scale.min())
     if not s > 0:
         raise ValueError("a mixture component has zero scale: its density is not defined")

@@ -16,7 +16,6 @@ and KL(w || w + delta) = delta^T I(w) delta / 2 + O(|delta|^3).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 
 import jax
@@ -76,11 +75,6 @@ def kl_function(observation, coordinates):
     return kl
 
 
-@lru_cache(maxsize=64)
-def _compiled_kl(observation, coordinates):
-    return jax.jit(kl_function(observation, coordinates))
-
-
 def kl_divergence(
     model: ModelSpec | Problem,
     w0: Mapping[str, Any],
@@ -127,5 +121,5 @@ def kl_divergence(
         if first.observation != second.observation:
             raise ValueError("w0 and w1 must have the same sites and shapes")
         arrays = first.with_nodes(np.stack([first.theta, second.theta]))
-        kl = _compiled_kl(first.observation, first.coordinates)
+        kl = first.compiled("kl", lambda: kl_function(first.observation, first.coordinates))
         return float(kl(jnp.asarray(first.theta), jnp.asarray(second.theta), arrays))

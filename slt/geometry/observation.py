@@ -24,7 +24,7 @@ import functools
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -33,7 +33,7 @@ import numpyro.distributions as dist
 from jax.extend.core import Literal
 from numpyro import handlers
 
-from slt.geometry.coordinates import in_support
+from slt.geometry.coordinates import Coordinates, in_support
 from slt.geometry.families import EXPONENTIAL_FAMILIES, family_of
 from slt.models.base import ModelSpec
 from slt.problem import Problem, _split_sites
@@ -130,6 +130,8 @@ class ObservationModel:
       distribution_name: the observation distribution's class name (for messages).
       output_dtype: the dtype of y (integer for counts and class labels).
       num_classes: K for "categorical", else None.
+
+    Its coordinate systems (`coordinates`) are built once and kept with it.
     """
 
     spec: ModelSpec
@@ -144,10 +146,21 @@ class ObservationModel:
     distribution_name: str = field(compare=False, default="")
     output_dtype: Any = field(compare=False, default=np.float64)
     num_classes: int | None = field(compare=False, default=None)
+    _coordinate_systems: dict[str, Coordinates] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
 
     @property
     def has_inputs(self) -> bool:
         return self.input_name is not None
+
+    def coordinates(self, system: str) -> Coordinates:
+        """The latent sites' `Coordinates` in `system` ("natural" or "unconstrained")."""
+        if system not in self._coordinate_systems:
+            self._coordinate_systems[system] = Coordinates.build(
+                system, self.spec.site_names, self.site_shapes, self.supports
+            )
+        return self._coordinate_systems[system]
 
     def check_inputs(self, x: Any) -> np.ndarray | None:
         """x as float64 (n, *input_shape), or ValueError; None (and must be None) without inputs."""
@@ -210,41 +223,52 @@ class ObservationModel:
         return jnp.broadcast_to(base.loc, shape), jnp.broadcast_to(base.scale, shape)
 
 
-_CACHE: dict[tuple, ObservationModel] = {}
-_CACHE_SIZE = 64  # distinct (model, shapes) pairs kept; a trace costs milliseconds to redo
-# The ModelSpec of each Problem, while the Problem lives (weak keys: nothing here keeps a
-# user's Problem, or its data, alive).
-_PROBLEM_SPECS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+class _Described(NamedTuple):
+    """What geometry keeps of a model: its spec and its observation models by site shapes."""
+
+    spec: ModelSpec
+    observations: dict[tuple, ObservationModel]
+
+
+# Per model object given to geometry (a Problem or a ModelSpec), while that object lives. The
+# keys are weak and no entry references its key, so a model the user drops is released with
+# what was traced for it (and `slt.compile_cache` releases its programs).
+_DESCRIBED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def as_model_spec(model: ModelSpec | Problem) -> ModelSpec:
-    """The `ModelSpec` geometry works with: `model` itself, or one describing a `Problem`.
+    """The `ModelSpec` geometry works with: a copy of `model`, or one describing a `Problem`.
 
     For a Problem built from a NumPyro model the spec's model is that model (with the
     Problem's `model_kwargs` bound) and its "simulator" only returns zeros of the data's
     per-example shapes and dtypes: geometry needs the data's layout, never new data, and
-    the spec holds no array of the Problem. The same Problem gives the same spec (so the
-    compiled Fisher functions are reused).
+    the spec holds no array of the Problem. A ModelSpec is copied (the copy is equal to it),
+    so that nothing geometry keeps references the object the user holds. The same model
+    gives the same spec while it lives, and its observation models and compiled Fisher
+    functions are reused.
 
     Raises:
       InputError: neither a ModelSpec nor a Problem, or a `Problem.from_loss` (it has a
         loss but no observation distribution, which the Fisher information needs).
     """
-    if isinstance(model, ModelSpec):
-        return model
-    if not isinstance(model, Problem):
+    return _described(model).spec
+
+
+def _described(model: ModelSpec | Problem) -> _Described:
+    if not isinstance(model, (ModelSpec, Problem)):
         raise InputError(
             f"model must be a Problem or a ModelSpec from slt.models, got {type(model).__name__}"
         )
-    if model.model is None:
+    if isinstance(model, Problem) and model.model is None:
         raise InputError(
             "this Problem was built by Problem.from_loss: it has a loss but no observation "
             "distribution p(y | x, w), which the Fisher information needs; build the Problem "
             "from a NumPyro model (Problem(model, data))"
         )
-    if model not in _PROBLEM_SPECS:
-        _PROBLEM_SPECS[model] = _spec_of_problem(model)
-    return _PROBLEM_SPECS[model]
+    if model not in _DESCRIBED:
+        spec = replace(model) if isinstance(model, ModelSpec) else _spec_of_problem(model)
+        _DESCRIBED[model] = _Described(spec, {})
+    return _DESCRIBED[model]
 
 
 def _spec_of_problem(problem: Problem) -> ModelSpec:
@@ -273,21 +297,21 @@ def observation_model(
         or on its boundary (pi = 0 is allowed).
 
     Returns:
-      (observation model, values as float64 numpy arrays). The model is cached per
-      (spec, site shapes): repeated calls trace the NumPyro model once.
+      (observation model, values as float64 numpy arrays). The observation model is kept
+      per model and site shapes while the model lives: repeated calls trace the NumPyro
+      model once.
 
     Raises:
       ValueError: unknown or missing sites, non-finite values, wrong shapes, values outside
         the support; InputError: what `as_model_spec` refuses.
     """
-    spec = as_model_spec(model)
+    described = _described(model)
+    spec = described.spec
     values = _validated_values(spec, params)
-    key = (spec, tuple(v.shape for v in values.values()))
-    if key not in _CACHE:
-        if len(_CACHE) >= _CACHE_SIZE:
-            _CACHE.clear()
-        _CACHE[key] = _build(spec, values)
-    observation = _CACHE[key]
+    shapes = tuple(value.shape for value in values.values())
+    if shapes not in described.observations:
+        described.observations[shapes] = _build(spec, values)
+    observation = described.observations[shapes]
     for name, support in zip(spec.site_names, observation.supports, strict=True):
         if not in_support(values[name], support):
             raise ValueError(

@@ -19,7 +19,6 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from itertools import product
 from typing import Any
 
@@ -159,16 +158,11 @@ def _extent_points(setup, indices, grids) -> np.ndarray:
     return np.asarray(points)
 
 
-@lru_cache(maxsize=32)
-def _compiled_summary(observation, coordinates, kind, num_samples, indices, shape, rank_tol):
-    """jit(summarize(flat_index, base, axis_grids, arrays) -> spectrum summary per point).
+def _summary_function(fisher, indices, shape, rank_tol):
+    """summarize(flat_index, base, axis_grids, arrays) -> the spectrum summary of
+    `fisher(theta, arrays)` at each grid point numbered in `flat_index` (row-major over
+    `shape`): theta is `base` with the coordinates `indices` set from `axis_grids`."""
 
-    Cached per scan structure, so repeated scans (new base point or grid values, same
-    shapes) reuse the compiled function.
-    """
-    fisher = fisher_function(kind, observation, coordinates, num_samples=num_samples)
-
-    @jax.jit
     def summarize(flat_index, base, axis_grids, arrays):
         positions = jnp.unravel_index(flat_index, shape)
         thetas = jnp.broadcast_to(base, (flat_index.shape[0], base.shape[0]))
@@ -250,9 +244,15 @@ def fisher_scan(
         shape = tuple(g.size for g in grids)
         total = int(np.prod(shape))
         chunk = min(int(chunk_size), total)
-        summarize = _compiled_summary(
-            setup.observation, setup.coordinates, kind, setup.num_samples, tuple(indices),
-            shape, rank_tol,
+        # one program per scan structure: a new base point or new grid values reuse it
+        summarize = setup.compiled(
+            "fisher_scan",
+            lambda: _summary_function(
+                fisher_function(kind, setup.observation, setup.coordinates,
+                                num_samples=setup.num_samples),
+                tuple(indices), shape, rank_tol,
+            ),
+            tuple(indices), shape, rank_tol,
         )
         base = jnp.asarray(setup.theta)
         axis_grids = tuple(jnp.asarray(g) for g in grids)

@@ -1,4 +1,4 @@
-"""Figures for Fisher geometry: spectra, 1-D and 2-D scans, and the seed slides' landscapes.
+"""Figures for Fisher geometry: spectra, and 1-D and 2-D scans.
 
 Scans are drawn as log det I and rank, never raw det I: det depends on the coordinates
 (it scales by det(J)^2 under a reparametrisation); its zero set, the rank and the singular
@@ -7,12 +7,10 @@ set outlined in red do not.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import numpy as np
 
-__all__ = ["plot_scan", "plot_spectrum", "seed_figures"]
+__all__ = ["plot_scan", "plot_spectrum"]
 
 _SINGULAR_COLOR = "C3"
 
@@ -121,26 +119,3 @@ def plot_scan(scan, *, axes=None):
     fig.tight_layout()
     return fig
 
-
-def seed_figures(directory=None, *, scans=None, points: int = 241, points_2d: int = 121):
-    """The seed slides' Fisher landscapes (`slt.geometry.landscapes.seed_scans`) as figures.
-
-    Args:
-      directory: if given, each figure is also saved there as `<name>.png`.
-      scans: precomputed `seed_scans()`; computed here otherwise.
-      points, points_2d: grid sizes passed to `seed_scans`.
-
-    Returns:
-      {name: matplotlib Figure} for "mixture_mu", "mixture_pi", "mixture_pi_mu",
-      "tanh_outgoing" and "tanh_units".
-    """
-    from slt.geometry.landscapes import seed_scans
-
-    scans = seed_scans(points=points, points_2d=points_2d) if scans is None else scans
-    figures = {name: plot_scan(scan) for name, scan in scans.items()}
-    if directory is not None:
-        path = Path(directory)
-        path.mkdir(parents=True, exist_ok=True)
-        for name, figure in figures.items():
-            figure.savefig(path / f"{name}.png", dpi=120)
-    return figures

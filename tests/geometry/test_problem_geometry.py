@@ -2,9 +2,6 @@
 exponential families against closed forms, Monte Carlo against exact, KL, scans, spectra and
 natural gradient through the same path."""
 
-import gc
-import weakref
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -186,10 +183,17 @@ def test_refusals_name_the_reason(x):
         fisher_information(problem_of(renamed, x, np.zeros(N)), {"w": W0})
 
 
-def test_geometry_keeps_no_problem_alive(x):
+def test_repeated_geometry_on_a_problem_compiles_nothing_new(x, count_compiles):
+    """Fisher, KL and scan at new points of the same Problem reuse its programs (that they
+    are released with it is tested in tests/test_compile_cache.py)."""
     problem = problem_of(logistic, x, np.zeros(N))
-    fisher_information(problem, {"w": W0})
-    reference = weakref.ref(problem)
-    del problem
-    gc.collect()
-    assert reference() is None
+
+    def geometry_at(w):
+        fisher_information(problem, {"w": w})
+        kl_divergence(problem, {"w": w}, {"w": w + 0.1})
+        fisher_scan(problem, {"w": w}, {"w[0]": w[0] + np.linspace(-1, 1, 5)}, progress=False)
+
+    geometry_at(W0)
+    with count_compiles() as counter:
+        geometry_at(W0 + 0.2)
+    assert counter.count == 0

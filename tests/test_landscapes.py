@@ -4,8 +4,7 @@ import matplotlib
 import numpy as np
 import pytest
 
-from slt.geometry.landscapes import seed_scans
-from slt.plots.fisher import seed_figures
+from slt.cli.landscapes import seed_figures, seed_scans
 
 matplotlib.use("Agg")
 

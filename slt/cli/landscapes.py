@@ -1,4 +1,4 @@
-"""The Fisher landscapes of the seed slides and notes, as scans ready to plot or test.
+"""The Fisher landscapes of the seed slides and notes: part 3 of `slt demo`, as scans and figures.
 
 The slides (seed 001, "Neural networks and information geometry") plot det I(theta) of the
 mixture pi N(mu, sigma^2) + (1 - pi) N(0, 1) against mu (pi = 0.5, sigma = 1) and against pi
@@ -18,19 +18,21 @@ mixture pi N(mu, sigma^2) + (1 - pi) N(0, 1) against mu (pi = 0.5, sigma = 1) an
   and along V[1,0] = 0, where unit 1 is a constant, confounded with the output bias.
 
 The networks' Fisher is the population one, x ~ N(0, 1), by 40-point Gauss-Hermite
-quadrature over x (exact for polynomials of degree 79; the integrands are smooth).
-
-Scans are plotted as log det and rank, not det: det depends on the coordinates.
+quadrature over x (`slt.geometry.fisher.gauss_hermite_inputs`). `seed_figures` draws the
+scans (`FisherScan.plot`): log det and rank, not det, which depends on the coordinates.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from slt import models
+from slt.geometry.fisher import gauss_hermite_inputs
 from slt.geometry.scan import FisherScan, fisher_scan
 
-__all__ = ["MIXTURE_BASE", "TANH_BASE", "gauss_hermite_inputs", "seed_scans"]
+__all__ = ["MIXTURE_BASE", "POINTS", "POINTS_2D", "TANH_BASE", "seed_figures", "seed_scans"]
 
 MIXTURE_BASE = {"pi": 0.5, "mu": 1.0, "sigma": 1.0}
 TANH_BASE = {
@@ -39,12 +41,8 @@ TANH_BASE = {
     "U": np.array([[1.0, 0.8]]),
     "c": np.array([0.2]),
 }
-
-
-def gauss_hermite_inputs(num_nodes: int = 40) -> tuple[np.ndarray, np.ndarray]:
-    """Nodes (num_nodes, 1) and weights (summing to 1) for E over x ~ N(0, 1)."""
-    nodes, weights = np.polynomial.hermite_e.hermegauss(num_nodes)
-    return nodes[:, None], weights / weights.sum()
+# grid points of the 1-D scans, and per axis of the 2-D maps (odd: 0 is on the grid)
+POINTS, POINTS_2D = 241, 121
 
 
 def _symmetric_grid(half_width: float, half_count: int) -> np.ndarray:
@@ -53,7 +51,7 @@ def _symmetric_grid(half_width: float, half_count: int) -> np.ndarray:
 
 
 def seed_scans(
-    *, points: int = 241, points_2d: int = 121, progress: bool = False
+    *, points: int = POINTS, points_2d: int = POINTS_2D, progress: bool = False
 ) -> dict[str, FisherScan]:
     """The five scans described in the module docstring, as {name: FisherScan}.
 
@@ -94,3 +92,25 @@ def seed_scans(
             **network,
         ),
     }
+
+
+def seed_figures(directory=None, *, scans=None, points: int = POINTS, points_2d: int = POINTS_2D):
+    """The seed slides' Fisher landscapes as figures, one per scan of `seed_scans`.
+
+    Args:
+      directory: if given, each figure is also saved there as `<name>.png`.
+      scans: precomputed `seed_scans()`; computed here otherwise.
+      points, points_2d: grid sizes passed to `seed_scans`.
+
+    Returns:
+      {name: matplotlib Figure} for "mixture_mu", "mixture_pi", "mixture_pi_mu",
+      "tanh_outgoing" and "tanh_units".
+    """
+    scans = seed_scans(points=points, points_2d=points_2d) if scans is None else scans
+    figures = {name: scan.plot() for name, scan in scans.items()}
+    if directory is not None:
+        path = Path(directory)
+        path.mkdir(parents=True, exist_ok=True)
+        for name, figure in figures.items():
+            figure.savefig(path / f"{name}.png", dpi=120)
+    return figures
