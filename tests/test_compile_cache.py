@@ -33,7 +33,8 @@ def _regression_problem():
 @pytest.mark.filterwarnings("ignore")
 def test_nothing_of_slt_holds_a_dropped_problem():
     """After a fit, an LLC run, tempered SMC and NUTS on a problem, `del problem` and a
-    garbage collection leave no reference to it (its compiled programs go with it)."""
+    garbage collection leave no reference to it (its compiled programs, the data arguments
+    rather than constants of each, go with it)."""
     problem = _regression_problem()
     key = jax.random.key(0)
     fit = fit_map(problem, key, num_restarts=2, adam_steps=20, lbfgs_steps=0)  # no L-BFGS compile
@@ -42,7 +43,10 @@ def test_nothing_of_slt_holds_a_dropped_problem():
     tempered_smc(problem, key, num_particles=40, num_copies=2, max_mcmc_steps=2, kernel="hmc",
                  progress=False)
     sample_nuts(problem, key, np.ones(2), num_warmup=10, num_samples=10, progress=False)
-    assert len(compile_cache._PROGRAMS[problem]) == 4
+    kinds = [signature[0] for signature in compile_cache._PROGRAMS[problem]]
+    # n L_n of the prior draws (SMC) and of the NUTS draws: one program per shape
+    assert sorted(kinds) == ["fit restarts", "map draws", "map draws", "nuts", "sgld chunk",
+                             "tempering stage"]
     reference = weakref.ref(problem)
     del problem, fit
     gc.collect()

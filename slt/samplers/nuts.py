@@ -71,16 +71,18 @@ class NUTSDraws(NamedTuple):
     run_time: float
 
 
-def tempered_potential(problem: Problem, beta):
+def tempered_potential(problem: Problem, beta, data=None):
     """U_beta(w) = -(beta sum_i log p(y_i | x_i, w) + log prior(w)) on flat parameters.
 
-    A non-finite value (a parameter outside the region where the model is defined) becomes
-    +inf, which NUTS treats as a divergence and never accepts.
+    `data` (default: the problem's own) is what the sum runs over; compiled programs pass it
+    as an argument. A non-finite value (a parameter outside the region where the model is
+    defined) becomes +inf, which NUTS treats as a divergence and never accepts.
     """
+    data = problem.data if data is None else data
 
     def potential(flat):
         params = problem.unravel(flat)
-        value = -(beta * jnp.sum(problem.loglik(params, problem.data)) + problem.log_prior(params))
+        value = -(beta * jnp.sum(problem.loglik(params, data)) + problem.log_prior(params))
         return jnp.where(jnp.isnan(value), jnp.inf, value)
 
     return potential
@@ -88,26 +90,40 @@ def tempered_potential(problem: Problem, beta):
 
 def nll_of_draws(problem: Problem, flat_draws, batch_size: int = 256) -> jax.Array:
     """n L_n(w) = -sum_i log p(y_i | x_i, w) for every row of `flat_draws` (shape (..., dim))."""
-    return _map_draws(
-        lambda flat: -jnp.sum(problem.loglik(problem.unravel(flat), problem.data)),
-        problem, flat_draws, batch_size,
-    )
+    return _map_draws("nll", problem, flat_draws, batch_size)
 
 
 def pointwise_loglik_of_draws(problem: Problem, flat_draws, batch_size: int = 256) -> jax.Array:
     """log p(y_i | x_i, w) for every row of `flat_draws`: shape (..., n)."""
-    return _map_draws(
-        lambda flat: problem.loglik(problem.unravel(flat), problem.data),
-        problem, flat_draws, batch_size,
-    )
+    return _map_draws("pointwise", problem, flat_draws, batch_size)
 
 
-def _map_draws(fn, problem: Problem, flat_draws, batch_size: int) -> jax.Array:
-    """`fn` over the rows of (..., dim) draws, `batch_size` rows at a time (`lax.map`), so
-    memory stays O(batch_size * n)."""
+def _per_draw(kind: str, problem: Problem):
+    """`(flat, data) -> value` of `kind`: "nll" (n L_n) or "pointwise" (the n log-likelihoods)."""
+
+    def pointwise(flat, data):
+        return problem.loglik(problem.unravel(flat), data)
+
+    return pointwise if kind == "pointwise" else lambda flat, data: -jnp.sum(pointwise(flat, data))
+
+
+def _map_draws(kind: str, problem: Problem, flat_draws, batch_size: int) -> jax.Array:
+    """`_per_draw(kind)` over the rows of (..., dim) draws, `batch_size` rows at a time
+    (`lax.map`), so memory stays O(batch_size * n); compiled once per problem, kind and shape,
+    with the data as an argument (`slt.compile_cache`)."""
     flat_draws = jnp.asarray(flat_draws)
     rows = flat_draws.reshape(-1, problem.dim)
-    values = jax.lax.map(fn, rows, batch_size=min(batch_size, rows.shape[0]))
+    batch = min(batch_size, rows.shape[0])
+    per_draw = _per_draw(kind, problem)
+
+    def over_rows(rows, data):
+        return jax.lax.map(lambda flat: per_draw(flat, data), rows, batch_size=batch)
+
+    program, _ = compile_cache.compiled_for(
+        problem, ("map draws", kind, rows.shape, rows.dtype, batch),
+        lambda: jax.jit(over_rows).lower(rows, problem.data).compile(),
+    )
+    values = program(rows, problem.data)
     return values.reshape(*flat_draws.shape[:-1], *values.shape[1:])
 
 
@@ -133,30 +149,31 @@ def _compiled(config: _Config, num_chains: int, chunk_length: int):
 def _compile(config: _Config, num_chains: int, chunk_length: int):
     """Compiled (init, run_chunk, compile seconds) for `config` and `num_chains` chains.
 
-    `init(keys, starts, betas)` sets every chain up; `run_chunk(state, betas)` advances every
-    chain `chunk_length` steps and returns the new state and the per-step record. NumPyro's
-    `init_kernel` configures the closure that `sample_kernel` uses, so the two are built
-    together here and `init` is traced first.
+    `init(keys, starts, betas, data)` sets every chain up; `run_chunk(state, betas, data)`
+    advances every chain `chunk_length` steps and returns the new state and the per-step
+    record. The data are an argument (NumPyro passes `model_args=(beta, data)` to the
+    potential), not constants of the programs. NumPyro's `init_kernel` configures the closure
+    that `sample_kernel` uses, so the two are built together here and `init` is traced first.
     """
     problem = config.problem
     init_kernel, sample_kernel = hmc(
         potential_fn_gen=functools.partial(tempered_potential, problem), algo="NUTS"
     )
 
-    def init_chain(key, flat, beta):
+    def init_chain(key, flat, beta, data):
         return init_kernel(
             flat,
             config.num_warmup,
             dense_mass=config.dense_mass,
             target_accept_prob=config.target_accept_prob,
             max_tree_depth=config.max_tree_depth,
-            model_args=(beta,),
+            model_args=(beta, data),
             rng_key=key,
         )
 
-    def run_chain(state, beta):
+    def run_chain(state, beta, data):
         def step(state, _):
-            state = sample_kernel(state, model_args=(beta,))
+            state = sample_kernel(state, model_args=(beta, data))
             record = (
                 state.z,
                 state.diverging,
@@ -172,9 +189,12 @@ def _compile(config: _Config, num_chains: int, chunk_length: int):
     keys = jax.ShapeDtypeStruct((num_chains,), jax.random.key(0).dtype)
     starts = jax.ShapeDtypeStruct((num_chains, problem.dim), problem.dtype)
     betas = jax.ShapeDtypeStruct((num_chains,), problem.dtype)
-    init = jax.jit(jax.vmap(init_chain)).lower(keys, starts, betas).compile()
-    state = jax.eval_shape(jax.vmap(init_chain), keys, starts, betas)
-    run_chunk = jax.jit(jax.vmap(run_chain)).lower(state, betas).compile()
+    data = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), problem.data)
+    init_chains = jax.vmap(init_chain, in_axes=(0, 0, 0, None))
+    init = jax.jit(init_chains).lower(keys, starts, betas, data).compile()
+    state = jax.eval_shape(init_chains, keys, starts, betas, data)
+    run_chunk = jax.jit(jax.vmap(run_chain, in_axes=(0, 0, None))).lower(state, betas,
+                                                                         data).compile()
     return init, run_chunk, time.perf_counter() - start
 
 
@@ -261,10 +281,12 @@ def sample_nuts(
         chunk_length=chunk_length, key=chain_key, starts=starts,
     )
     chain_betas = jnp.asarray(betas, problem.dtype)
-    resumed = store.resume(init_fn(jax.random.split(chain_key, num_chains), starts, chain_betas))
+    resumed = store.resume(
+        init_fn(jax.random.split(chain_key, num_chains), starts, chain_betas, problem.data)
+    )
 
     def advance(state, _):
-        state, record = run_chunk(state, chain_betas)
+        state, record = run_chunk(state, chain_betas, problem.data)
         return state, tuple(np.asarray(r) for r in record)
 
     # Every chunk has the same length (one compiled program); the surplus steps of the last
