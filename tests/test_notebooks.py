@@ -24,7 +24,11 @@ CELL_TIMEOUT = 600
 # Sizes the test runs a notebook at, in place of those of its first code cell (its "Sizes"
 # cell, which names them for users to raise): every cell still runs, on fewer particles.
 # Notebook 01 at its own 300 particles per copy took 28.5 s on 2 idle cores, at 100 15.1 s.
-TEST_SIZES = {"01_compare_model_classes.ipynb": {"NUM_PARTICLES": 100}}
+TEST_SIZES = {
+    "01_compare_model_classes.ipynb": {"NUM_PARTICLES": 100, "N": 200},
+    "02_llc_of_a_trained_network.ipynb": {"N": 1000, "TRAIN_STEPS": 1000, "NUM_WARMUP": 200,
+                                          "NUM_SAMPLES": 300},
+}
 
 
 def _kernel_env() -> dict:
