@@ -491,6 +491,18 @@ def _positive(name: str, value) -> float:
     return result
 
 
+def _finite(name: str, value, *, nonnegative: bool = False) -> float:
+    """`value` as a finite float (>= 0 with `nonnegative`), else a ValueError naming `name`."""
+    message = f"{name} must be a finite number{' >= 0' if nonnegative else ''}, got {value!r}"
+    try:
+        result = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(message) from None
+    if not (math.isfinite(result) and (result >= 0.0 or not nonnegative)):
+        raise ValueError(message)
+    return result
+
+
 def _vector(name: str, value) -> np.ndarray:
     array = np.asarray(value, dtype=np.float64)
     if array.ndim != 1 or array.size == 0:
@@ -552,12 +564,7 @@ def gaussian_mean_log_evidence(x, noise_scale, prior_mean, prior_scale) -> float
     x = _vector("x", x)
     s = _positive("noise_scale", noise_scale)
     t0 = _positive("prior_scale", prior_scale)
-    try:
-        m0 = float(prior_mean)
-    except (TypeError, ValueError):
-        raise ValueError(f"prior_mean must be a finite number, got {prior_mean!r}") from None
-    if not math.isfinite(m0):
-        raise ValueError(f"prior_mean must be a finite number, got {prior_mean!r}")
+    m0 = _finite("prior_mean", prior_mean)
     n = x.size
     s2, t2 = s * s, t0 * t0
     mean = float(np.mean(x))
@@ -655,12 +662,7 @@ def linear_regression_tempered_expected_nll(X, y, noise_scale, prior_precision, 
     X, y = _design(X, y)
     s = _positive("noise_scale", noise_scale)
     a = _positive("prior_precision", prior_precision)
-    try:
-        beta = float(beta)
-    except (TypeError, ValueError):
-        raise ValueError(f"beta must be a finite number >= 0, got {beta!r}") from None
-    if not (math.isfinite(beta) and beta >= 0.0):
-        raise ValueError(f"beta must be a finite number >= 0, got {beta!r}")
+    beta = _finite("beta", beta, nonnegative=True)
     n = X.shape[0]
     s2 = s * s
     chol, mean = _gaussian_posterior(X, y, s2, a, beta)
@@ -1088,12 +1090,7 @@ def normal_crossing_expected_llc(
     t = _positive("nbeta", nbeta)
     p = _as_int("power", power, minimum=1)
     a = _positive("second_moment", second_moment)
-    try:
-        b = float(cross_moment)
-    except (TypeError, ValueError):
-        b = math.nan
-    if not math.isfinite(b):
-        raise ValueError(f"cross_moment must be a finite number, got {cross_moment!r}")
+    b = _finite("cross_moment", cross_moment)
     g = _positive("gamma", gamma)
 
     def energy(z):
