@@ -70,6 +70,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from slt.fit import Optimum
 from slt.geometry.fisher import prepare
 from slt.geometry.kernels import fisher_function
 from slt.geometry.observation import as_model_spec, observation_model
@@ -424,15 +425,11 @@ def natural_gradient(
 
 
 @dataclass(frozen=True)
-class NaturalGradientResult(Persistable):
+class NaturalGradientResult(Optimum, Persistable):
     """A natural-gradient fit: the end point, how it got there, and the metric's rank.
 
-    Attributes:
-      params: the end point in unconstrained coordinates; values: the same on the support.
-      loglik: sum_i log p(y_i | x_i, w) there (-n L_n(w)); log_prior: log prior density of
-        the unconstrained parameters; log_joint: their sum.
-      objective: "map" or "mle" (as `FitResult`).
-      grad_norm: Euclidean norm of the gradient of the per-example objective J at the end.
+    Attributes (besides those of `slt.fit.Optimum`, at the end point):
+      grad_norm: the norm of the gradient of the per-example objective J at the end.
       num_steps: steps taken; converged: grad_norm <= grad_tol; stop_reason: why it stopped.
       solver: "damped" or "pinv"; damping: eps of the last step (0 for "pinv").
       rank: the rank of the metric G at the last step (the rank "pinv" used; -1 when no
@@ -443,13 +440,6 @@ class NaturalGradientResult(Persistable):
         damping, step_size, decrement, seconds (cumulative, compilation excluded).
     """
 
-    params: Params
-    values: dict[str, Any]
-    loglik: float
-    log_prior: float
-    log_joint: float
-    objective: str
-    grad_norm: float
     num_steps: int
     converged: bool
     stop_reason: str
@@ -461,11 +451,6 @@ class NaturalGradientResult(Persistable):
     compile_time: float
     run_time: float
     history: pd.DataFrame = field(repr=False)
-
-    @property
-    def best(self) -> float:
-        """The objective at the end point: log_joint for MAP, loglik for MLE."""
-        return self.log_joint if self.objective == "map" else self.loglik
 
     def summary(self) -> pd.DataFrame:
         """One-row table of the fit."""
@@ -506,11 +491,9 @@ class NaturalGradientResult(Persistable):
 
     def __repr__(self) -> str:
         return (
-            f"NaturalGradientResult({self.objective}: loglik={self.loglik:.6g}, "
-            f"log_joint={self.log_joint:.6g}, grad_norm={self.grad_norm:.2e}, "
-            f"{self.num_steps} steps, {self.stop_reason}; {self.solver} solver, "
-            f"damping={self.damping:.3g}, rank {self.rank}/{self.dim}, "
-            f"{self.fisher_kind} Fisher)"
+            f"NaturalGradientResult({self._describe()}, {self.num_steps} steps, "
+            f"{self.stop_reason}; {self.solver} solver, damping={self.damping:.3g}, "
+            f"rank {self.rank}/{self.dim}, {self.fisher_kind} Fisher)"
         )
 
 
