@@ -130,7 +130,7 @@ class FitResult(Optimum, Persistable):
         )
 
 
-def fit_map(
+def fit_map(  # 11 user parameters (Args), flat for help(); 38/96 lines docstring
     problem: Problem,
     key: jax.Array,
     *,

@@ -275,7 +275,7 @@ def _fisher_setup(model, values, data, kind, num_samples, key):
         return attempt("monte_carlo")
 
 
-def natural_gradient(
+def natural_gradient(  # 11 user parameters (Args), flat for help(); 30/94 lines docstring
     model: ModelSpec | Problem,
     data: Mapping[str, Any] | None = None,
     *,
@@ -528,7 +528,7 @@ class NaturalGradientResult(Optimum, Persistable):
         )
 
 
-def natural_gradient_fit(
+def natural_gradient_fit(  # 14 user parameters (Args), flat for help(); 38/98 lines docstring
     model: ModelSpec | Problem,
     data: Mapping[str, Any] | None = None,
     key: jax.Array | None = None,

@@ -894,7 +894,9 @@ def _breakpoints(log_f: Callable, lo: float, hi: float, center: float,
     return points
 
 
-def product_model_log_evidence(x, y, prior_scale=1.0, noise_scale=1.0) -> float:
+def product_model_log_evidence(  # 46 of its 87 lines are docstring: the math, example, references
+    x, y, prior_scale=1.0, noise_scale=1.0
+) -> float:
     """Exact log evidence of the singular product model ``y = a b x + ε``.
 
     Model ``y_i = a b x_i + ε_i``, ``ε_i ~ N(0, s²)``; prior ``a, b ~ N(0, σ²)``

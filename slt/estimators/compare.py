@@ -252,7 +252,7 @@ def _format(value) -> str:
     return f"{value:.5g}" if np.isfinite(value) else ""
 
 
-def compare(
+def compare(  # 13 user parameters (Args), flat for help(); 45/116 lines docstring
     problems: Mapping[str, Problem],
     key: jax.Array,
     *,

@@ -223,7 +223,7 @@ class LLCResult(Persistable):
         )
 
 
-def llc(
+def llc(  # 18 user parameters (Args), flat for help(); 84/171 lines docstring
     problem: Problem,
     params: Params,
     key: jax.Array,

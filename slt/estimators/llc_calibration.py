@@ -121,7 +121,7 @@ class CalibrationResult(Persistable):
         )
 
 
-def llc_calibrate(
+def llc_calibrate(  # 17 user parameters (Args), flat for help(); 25/97 lines docstring
     problem: Problem,
     params: Params,
     key: jax.Array,

@@ -204,7 +204,7 @@ def _in_chunks(summarize, total: int, chunk: int, progress: bool) -> dict[str, n
     return results
 
 
-def fisher_scan(
+def fisher_scan(  # 13 user parameters (Args), flat for help(); 29/99 lines docstring
     model: ModelSpec | Problem,
     params: Mapping[str, Any],
     axes: Mapping[Any, Any],

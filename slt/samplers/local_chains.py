@@ -152,7 +152,7 @@ class _Carry(NamedTuple):
     diverged_at: jax.Array
 
 
-def run_chains(
+def run_chains(  # 17 user parameters (Args), flat for help(); 33/122 lines docstring
     problem: Problem,
     center,
     key: jax.Array,

@@ -327,7 +327,7 @@ def _evidence_moments(log_w, loglik):
     return log_z, information, jnp.mean(log_w, axis=1)
 
 
-def nested_sampling(
+def nested_sampling(  # 12 user parameters (Args), flat for help(); 45/110 lines docstring
     problem: Problem,
     key: jax.Array,
     *,

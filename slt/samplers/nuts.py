@@ -178,7 +178,7 @@ def _compile(config: _Config, num_chains: int, chunk_length: int):
     return init, run_chunk, time.perf_counter() - start
 
 
-def sample_nuts(
+def sample_nuts(  # 13 user parameters (Args), flat for help(); 32/105 lines docstring
     problem: Problem,
     key: jax.Array,
     betas,

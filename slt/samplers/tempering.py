@@ -461,7 +461,7 @@ def _compile_stage(config: _Config):
     return compiled, time.perf_counter() - start
 
 
-def tempered_smc(
+def tempered_smc(  # 19 user parameters (Args), flat for help(); 48/137 lines docstring
     problem: Problem,
     key: jax.Array,
     *,
