@@ -24,26 +24,23 @@ from slt.validation import (
     require_problem,
 )
 
-__all__ = ["FitResult", "fit_map"]
+__all__ = ["FitResult", "Optimum", "fit_map"]
 
 
 @dataclass(frozen=True)
-class FitResult(Persistable):
-    """The best of several optimisation runs.
+class Optimum:
+    """A point reached by maximising log p(w | D) (MAP) or log p(D | w) (MLE): the fields and
+    the reading shared by `FitResult` (restarts) and `NaturalGradientResult` (steps), each of
+    which is a result type of its own (`slt.results.Persistable`).
 
     Attributes:
-      params: the optimum in unconstrained coordinates; `values` the same on the support.
-      loglik: sum_i log p(y_i | x_i, w) at the optimum, i.e. -n L_n(w).
+      params: the point in unconstrained coordinates; `values` the same on the support.
+      loglik: sum_i log p(y_i | x_i, w) there, i.e. -n L_n(w).
       log_prior: log prior density of the unconstrained parameters (Jacobian included).
       log_joint: log_prior + loglik.
       objective: "map" (maximises log_joint) or "mle" (maximises loglik).
-      grad_norm: Euclidean norm of the gradient of the objective (in nats, unconstrained
-        coordinates) at the optimum.
-      num_restarts: how many random starts were run; num_agree: how many reached the best
-        objective within `agree_tol` nats (label switching gives equal objectives at different
-        points; agreement is judged on the objective, not the parameters).
-      restart_objectives: the objective (log_joint or loglik) each restart reached, NaN for a
-        restart that diverged.
+      grad_norm: Euclidean norm of the gradient of the objective there, in unconstrained
+        coordinates (each subclass says how it scales the objective: total or per example).
     """
 
     params: Params
@@ -53,15 +50,38 @@ class FitResult(Persistable):
     log_joint: float
     objective: str
     grad_norm: float
+
+    @property
+    def best(self) -> float:
+        """The objective at the point: log_joint for MAP, loglik for MLE."""
+        return self.log_joint if self.objective == "map" else self.loglik
+
+    def _describe(self) -> str:
+        """The start of both reprs: "map: loglik=..., log_joint=..., grad_norm=..."."""
+        return (
+            f"{self.objective}: loglik={self.loglik:.6g}, log_joint={self.log_joint:.6g}, "
+            f"grad_norm={self.grad_norm:.2e}"
+        )
+
+
+@dataclass(frozen=True)
+class FitResult(Optimum, Persistable):
+    """The best of several optimisation runs.
+
+    Attributes (besides those of `Optimum`, for the best restart):
+      grad_norm: the norm of the gradient of the total objective (in nats, unconstrained
+        coordinates) at the optimum.
+      num_restarts: how many random starts were run; num_agree: how many reached the best
+        objective within `agree_tol` nats (label switching gives equal objectives at different
+        points; agreement is judged on the objective, not the parameters).
+      restart_objectives: the objective (log_joint or loglik) each restart reached, NaN for a
+        restart that diverged.
+    """
+
     num_restarts: int
     num_agree: int
     agree_tol: float
     restart_objectives: np.ndarray = field(repr=False)
-
-    @property
-    def best(self) -> float:
-        """The objective at the optimum: log_joint for MAP, loglik for MLE."""
-        return self.log_joint if self.objective == "map" else self.loglik
 
     def summary(self) -> pd.DataFrame:
         """One-row table of the fit."""
@@ -106,13 +126,11 @@ class FitResult(Persistable):
 
     def __repr__(self) -> str:
         return (
-            f"FitResult({self.objective}: loglik={self.loglik:.6g}, "
-            f"log_joint={self.log_joint:.6g}, grad_norm={self.grad_norm:.2e}, "
-            f"{self.num_agree}/{self.num_restarts} restarts agree)"
+            f"FitResult({self._describe()}, {self.num_agree}/{self.num_restarts} restarts agree)"
         )
 
 
-def fit_map(
+def fit_map(  # 11 user parameters (Args), flat for help(); 38/96 lines docstring
     problem: Problem,
     key: jax.Array,
     *,

@@ -70,6 +70,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from slt.fit import Optimum
 from slt.geometry.fisher import prepare
 from slt.geometry.kernels import fisher_function
 from slt.geometry.observation import as_model_spec, observation_model
@@ -274,7 +275,7 @@ def _fisher_setup(model, values, data, kind, num_samples, key):
         return attempt("monte_carlo")
 
 
-def natural_gradient(
+def natural_gradient(  # 11 user parameters (Args), flat for help(); 30/94 lines docstring
     model: ModelSpec | Problem,
     data: Mapping[str, Any] | None = None,
     *,
@@ -328,64 +329,11 @@ def natural_gradient(
             jax.random.key(0))).items()}
         setup = _fisher_setup(model, values, problem.data, kind, num_samples,
                               jax.random.key(0) if key is None else key)
-        order = _coordinate_order(problem, setup.coordinates)
-        inverse = np.argsort(order)
-        fisher = fisher_function(setup.kind, setup.observation, setup.coordinates,
-                                 num_samples=setup.num_samples)
-    n = problem.n
-
-    def objective(flat):
-        params = problem.unravel(flat)
-        total = jnp.sum(problem.loglik(params, problem.data))
-        if prior:
-            total = total + problem.log_prior(params)
-        value = -total / n
-        return jnp.where(jnp.isfinite(value), value, jnp.inf)
-
-    value_and_grad = jax.value_and_grad(objective)
-    start_value_and_grad = jax.jit(value_and_grad)
-
-    def core(state, arrays):
-        position, value, gradient = state
-        information, _ = fisher(position[order], arrays)
-        metric = information[inverse][:, inverse]
-        if prior:
-            metric = metric - jax.hessian(lambda w: problem.log_prior(problem.unravel(w)))(
-                position) / n
-        direction = _direction(gradient, metric, solver, damping, rank_tol)
-        decrement = gradient @ direction.direction
-        defined = jnp.all(jnp.isfinite(direction.direction))
-        step = jnp.where(defined, direction.direction, 0.0)
-        first = jnp.asarray(learning_rate, position.dtype)
-
-        if line_search:  # halve from learning_rate until the Armijo condition holds
-            def sufficient(size, trial):
-                return trial <= value - ARMIJO * size * decrement
-
-            def halve(carry):
-                size, halvings, _ = carry
-                size = jnp.where(halvings == 0, size, 0.5 * size)
-                return size, halvings + 1, objective(position - size * step)
-
-            size, _, trial = jax.lax.while_loop(
-                lambda c: (c[1] == 0) | (~sufficient(c[0], c[2]) & (c[1] <= MAX_HALVINGS)),
-                halve, (first, 0, jnp.asarray(jnp.inf, position.dtype)),
-            )
-            accepted = defined & sufficient(size, trial)
-        else:
-            size, accepted = first, defined
-        new_position = position - jnp.where(accepted, size, 0.0) * step
-        new_value, new_gradient = value_and_grad(new_position)
-        if not line_search:  # a step to a non-finite objective is not taken
-            accepted = accepted & jnp.isfinite(new_value)
-            new_position = jnp.where(accepted, new_position, position)
-            new_value = jnp.where(accepted, new_value, value)
-            new_gradient = jnp.where(accepted, new_gradient, gradient)
-        info = NaturalGradientInfo(jnp.where(accepted, size, 0.0), direction.damping,
-                                   direction.rank, decrement, accepted, defined)
-        return NaturalGradientState(new_position, new_value, new_gradient), info
-
-    jitted = jax.jit(core)
+        metric, order = _metric_function(problem, setup, prior)
+    objective = _objective(problem, prior)
+    start_value_and_grad = jax.jit(jax.value_and_grad(objective))
+    jitted = jax.jit(_step_function(objective, metric, solver, damping, rank_tol,
+                                    learning_rate, line_search))
     quadrature = setup.kind == "exact" and setup.observation.family == "normal_mixture"
 
     def arrays_for(key, position):
@@ -423,16 +371,96 @@ def natural_gradient(
     return NaturalGradient(init, step, compile_step, problem, setup.kind)
 
 
+def _metric_function(problem: Problem, setup, prior: bool):
+    """(metric, order): metric(position, arrays) is G at a flat point in `Problem.ravel`
+    order, the Fisher of `setup` (whose coordinates are position[order]) plus, for MAP, the
+    prior's curvature / n (module docstring); jit-able."""
+    order = _coordinate_order(problem, setup.coordinates)
+    inverse = np.argsort(order)
+    fisher = fisher_function(setup.kind, setup.observation, setup.coordinates,
+                             num_samples=setup.num_samples)
+
+    def metric(position, arrays):
+        information, _ = fisher(position[order], arrays)
+        metric = information[inverse][:, inverse]
+        if prior:
+            metric = metric - jax.hessian(lambda w: problem.log_prior(problem.unravel(w)))(
+                position) / problem.n
+        return metric
+
+    return metric, order
+
+
+def _step_function(objective, metric, solver, damping, rank_tol, learning_rate, line_search):
+    """core(state, arrays) -> (state, info): one natural-gradient step on `objective` in the
+    metric `metric` (module docstring), to be jitted."""
+    value_and_grad = jax.value_and_grad(objective)
+
+    def core(state, arrays):
+        position, value, gradient = state
+        direction = _direction(gradient, metric(position, arrays), solver, damping, rank_tol)
+        decrement = gradient @ direction.direction
+        defined = jnp.all(jnp.isfinite(direction.direction))
+        step = jnp.where(defined, direction.direction, 0.0)
+        first = jnp.asarray(learning_rate, position.dtype)
+        if line_search:
+            size, sufficient = _line_search(objective, position, value, step, decrement, first)
+            accepted = defined & sufficient
+        else:
+            size, accepted = first, defined
+        new_position = position - jnp.where(accepted, size, 0.0) * step
+        new_value, new_gradient = value_and_grad(new_position)
+        if not line_search:  # a step to a non-finite objective is not taken
+            accepted = accepted & jnp.isfinite(new_value)
+            new_position = jnp.where(accepted, new_position, position)
+            new_value = jnp.where(accepted, new_value, value)
+            new_gradient = jnp.where(accepted, new_gradient, gradient)
+        info = NaturalGradientInfo(jnp.where(accepted, size, 0.0), direction.damping,
+                                   direction.rank, decrement, accepted, defined)
+        return NaturalGradientState(new_position, new_value, new_gradient), info
+
+    return core
+
+
+def _objective(problem: Problem, prior: bool) -> Callable[[jax.Array], jax.Array]:
+    """J(flat) of the module docstring: -(1/n) (log-likelihood [+ log prior]), +inf where it
+    is not finite."""
+    def objective(flat):
+        params = problem.unravel(flat)
+        total = jnp.sum(problem.loglik(params, problem.data))
+        if prior:
+            total = total + problem.log_prior(params)
+        value = -total / problem.n
+        return jnp.where(jnp.isfinite(value), value, jnp.inf)
+
+    return objective
+
+
+def _line_search(objective, position, value, step, decrement, first):
+    """(size, sufficient): halve the step size from `first` until the Armijo condition
+    J(w - t d) <= J(w) - ARMIJO t grad J^T d holds, at most MAX_HALVINGS times; `sufficient`
+    says whether it holds at the size returned (jit-able)."""
+    def sufficient(size, trial):
+        return trial <= value - ARMIJO * size * decrement
+
+    def halve(carry):
+        size, halvings, _ = carry
+        size = jnp.where(halvings == 0, size, 0.5 * size)
+        return size, halvings + 1, objective(position - size * step)
+
+    size, _, trial = jax.lax.while_loop(
+        lambda c: (c[1] == 0) | (~sufficient(c[0], c[2]) & (c[1] <= MAX_HALVINGS)),
+        halve, (first, 0, jnp.asarray(jnp.inf, position.dtype)),
+    )
+    return size, sufficient(size, trial)
+
+
 @dataclass(frozen=True)
-class NaturalGradientResult(Persistable):
+class NaturalGradientResult(Optimum, Persistable):
     """A natural-gradient fit: the end point, how it got there, and the metric's rank.
 
-    Attributes:
-      params: the end point in unconstrained coordinates; values: the same on the support.
-      loglik: sum_i log p(y_i | x_i, w) there (-n L_n(w)); log_prior: log prior density of
-        the unconstrained parameters; log_joint: their sum.
-      objective: "map" or "mle" (as `FitResult`).
-      grad_norm: Euclidean norm of the gradient of the per-example objective J at the end.
+    Attributes (besides those of `slt.fit.Optimum`, at the end point):
+      grad_norm: the norm of the gradient of the per-example objective J at the end.
       num_steps: steps taken; converged: grad_norm <= grad_tol; stop_reason: why it stopped.
       solver: "damped" or "pinv"; damping: eps of the last step (0 for "pinv").
       rank: the rank of the metric G at the last step (the rank "pinv" used; -1 when no
@@ -443,13 +471,6 @@ class NaturalGradientResult(Persistable):
         damping, step_size, decrement, seconds (cumulative, compilation excluded).
     """
 
-    params: Params
-    values: dict[str, Any]
-    loglik: float
-    log_prior: float
-    log_joint: float
-    objective: str
-    grad_norm: float
     num_steps: int
     converged: bool
     stop_reason: str
@@ -461,11 +482,6 @@ class NaturalGradientResult(Persistable):
     compile_time: float
     run_time: float
     history: pd.DataFrame = field(repr=False)
-
-    @property
-    def best(self) -> float:
-        """The objective at the end point: log_joint for MAP, loglik for MLE."""
-        return self.log_joint if self.objective == "map" else self.loglik
 
     def summary(self) -> pd.DataFrame:
         """One-row table of the fit."""
@@ -506,15 +522,13 @@ class NaturalGradientResult(Persistable):
 
     def __repr__(self) -> str:
         return (
-            f"NaturalGradientResult({self.objective}: loglik={self.loglik:.6g}, "
-            f"log_joint={self.log_joint:.6g}, grad_norm={self.grad_norm:.2e}, "
-            f"{self.num_steps} steps, {self.stop_reason}; {self.solver} solver, "
-            f"damping={self.damping:.3g}, rank {self.rank}/{self.dim}, "
-            f"{self.fisher_kind} Fisher)"
+            f"NaturalGradientResult({self._describe()}, {self.num_steps} steps, "
+            f"{self.stop_reason}; {self.solver} solver, damping={self.damping:.3g}, "
+            f"rank {self.rank}/{self.dim}, {self.fisher_kind} Fisher)"
         )
 
 
-def natural_gradient_fit(
+def natural_gradient_fit(  # 14 user parameters (Args), flat for help(); 38/98 lines docstring
     model: ModelSpec | Problem,
     data: Mapping[str, Any] | None = None,
     key: jax.Array | None = None,
@@ -584,30 +598,7 @@ def natural_gradient_fit(
     state = optimiser.init(problem.init(start_key) if init is None else init)
     step_keys = jax.random.split(key, int(max_steps))
     compile_time = optimiser.compile(step_keys[0], state)
-    rows = [_history_row(0, state, None, 0.0)]
-    stop_reason, elapsed = "max_steps reached", 0.0
-    for number in range(1, int(max_steps) + 1):
-        if float(rows[-1]["grad_norm"]) <= grad_tol:
-            stop_reason = "gradient below grad_tol"
-            break
-        start = time.perf_counter()
-        new_state, info = optimiser.step(step_keys[number - 1], state)
-        jax.block_until_ready(new_state)
-        elapsed += time.perf_counter() - start
-        if not bool(info.defined):
-            raise FloatingPointError(
-                f"the metric is singular (rank {int(info.rank)} of {problem.dim}) and the "
-                "damping is 0: the natural gradient is not defined; use damping > 0 or "
-                "solver='pinv'"
-            )
-        rows.append(_history_row(number, new_state, info, elapsed))
-        if not bool(info.accepted):
-            stop_reason = "step rejected: no decrease along the natural gradient"
-            break
-        state = new_state
-    else:
-        if float(rows[-1]["grad_norm"]) <= grad_tol:
-            stop_reason = "gradient below grad_tol"
+    state, rows, stop_reason, elapsed = _take_steps(optimiser, state, step_keys, grad_tol)
     history = pd.DataFrame(rows)
     last = rows[-1] if len(rows) > 1 else None
     with jax.enable_x64(True):
@@ -635,6 +626,38 @@ def natural_gradient_fit(
         run_time=elapsed,
         history=history,
     )
+
+
+def _take_steps(optimiser: NaturalGradient, state, step_keys, grad_tol):
+    """Step from `state`, one key of `step_keys` per step, until the gradient norm is at most
+    `grad_tol`, a step is rejected or the keys run out; returns the last accepted state, the
+    history rows (`_history_row`, the start first), why it stopped, and the seconds the steps
+    took."""
+    rows = [_history_row(0, state, None, 0.0)]
+    stop_reason, elapsed = "max_steps reached", 0.0
+    for number in range(1, len(step_keys) + 1):
+        if float(rows[-1]["grad_norm"]) <= grad_tol:
+            stop_reason = "gradient below grad_tol"
+            break
+        start = time.perf_counter()
+        new_state, info = optimiser.step(step_keys[number - 1], state)
+        jax.block_until_ready(new_state)
+        elapsed += time.perf_counter() - start
+        if not bool(info.defined):
+            raise FloatingPointError(
+                f"the metric is singular (rank {int(info.rank)} of {optimiser.problem.dim}) "
+                "and the damping is 0: the natural gradient is not defined; use damping > 0 "
+                "or solver='pinv'"
+            )
+        rows.append(_history_row(number, new_state, info, elapsed))
+        if not bool(info.accepted):
+            stop_reason = "step rejected: no decrease along the natural gradient"
+            break
+        state = new_state
+    else:
+        if float(rows[-1]["grad_norm"]) <= grad_tol:
+            stop_reason = "gradient below grad_tol"
+    return state, rows, stop_reason, elapsed
 
 
 def _history_row(number, state, info, seconds) -> dict[str, Any]:

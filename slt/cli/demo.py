@@ -238,9 +238,8 @@ _LLC_COLUMNS = ["network", "n", "d", "d/2 (BIC)", "(d - nullity)/2 (symmetry)", 
 
 
 def _report(results: dict) -> str:
+    """report.md: a header, then one section per question (evidence, λ̂, Fisher)."""
     evidence, networks, fisher = results["evidence"], results["llc"], results["fisher"]
-    evidence_table = pd.DataFrame(evidence["compact"])
-    choices = ", ".join(f"{criterion} → {name}" for criterion, name in evidence["choices"].items())
     llc_table = pd.DataFrame(networks)[_LLC_COLUMNS]
     fisher_table = pd.DataFrame(fisher)
     run = results["run"]
@@ -252,35 +251,8 @@ def _report(results: dict) -> str:
         f"{run['backend']} ({run['cpus']} CPUs, load average {run['load_average']}), "
         f"float64, seed {run['seed']}. Every number is also in `results.json`.",
         "",
-        "## 1. Which model class does the data support?",
-        "",
-        f"{evidence['data']}, Gaussian mixtures with K = 1 … 3 components "
-        "(`slt.models.gaussian_mixture`). Free energies F = −log Z in nats on one scale, "
-        "F ≈ n L_n(w₀) + λ log n: lower is better, ± one standard error. `bic` = "
-        "n L_n(ŵ) + (d/2) log n at the MAP ŵ; `laplace` = −log Z of the Laplace "
-        "approximation; `free_energy` = the reference F: adaptive tempered SMC, then (for "
-        "K ≥ 2) importance sampling from its particles, symmetrised over the K! label "
-        "orders; `wbic` = "
-        "E_β[n L_n] at β = 1/log n, `rlct` = λ̂ (with its integer multiplicity `m`) from "
-        "five temperatures, and `singular_bic` = n L_n(ŵ) + λ̂ log n − (m − 1) log log n, all "
-        "from the particles of the same tempered run. A criterion whose standard errors "
-        "cannot separate the best models reports a tie.",
-        "",
-        _markdown_table(evidence_table),
-        "",
-        f"Selected: {choices}.",
-        "",
-        "How far to trust each criterion here:",
-        "",
-        *[f"- {line}" for line in evidence["assessment"]],
-        "",
-        figure(text=FIGURES["evidence_data.png"], name="evidence_data.png"),
-        figure(text=FIGURES["evidence_comparison.png"], name="evidence_comparison.png"),
-        "",
+        *_evidence_section(evidence),
     ]
-    if evidence["warnings"]:
-        lines += ["Diagnostics raised by the estimators:", ""]
-        lines += [f"- {message}" for message in evidence["warnings"]] + [""]
     lines += [
         "## 2. How complex is a trained network, really?",
         "",
@@ -320,6 +292,44 @@ def _report(results: dict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _evidence_section(evidence: dict) -> list[str]:
+    """Section 1 of report.md: the model classes by free energy, the choices, the
+    assessment of each criterion, the figures, and the estimators' warnings."""
+    choices = ", ".join(f"{criterion} → {name}" for criterion, name in evidence["choices"].items())
+    figure = "![{text}]({name})".format
+    lines = [
+        "## 1. Which model class does the data support?",
+        "",
+        f"{evidence['data']}, Gaussian mixtures with K = 1 … 3 components "
+        "(`slt.models.gaussian_mixture`). Free energies F = −log Z in nats on one scale, "
+        "F ≈ n L_n(w₀) + λ log n: lower is better, ± one standard error. `bic` = "
+        "n L_n(ŵ) + (d/2) log n at the MAP ŵ; `laplace` = −log Z of the Laplace "
+        "approximation; `free_energy` = the reference F: adaptive tempered SMC, then (for "
+        "K ≥ 2) importance sampling from its particles, symmetrised over the K! label "
+        "orders; `wbic` = "
+        "E_β[n L_n] at β = 1/log n, `rlct` = λ̂ (with its integer multiplicity `m`) from "
+        "five temperatures, and `singular_bic` = n L_n(ŵ) + λ̂ log n − (m − 1) log log n, all "
+        "from the particles of the same tempered run. A criterion whose standard errors "
+        "cannot separate the best models reports a tie.",
+        "",
+        _markdown_table(pd.DataFrame(evidence["compact"])),
+        "",
+        f"Selected: {choices}.",
+        "",
+        "How far to trust each criterion here:",
+        "",
+        *[f"- {line}" for line in evidence["assessment"]],
+        "",
+        figure(text=FIGURES["evidence_data.png"], name="evidence_data.png"),
+        figure(text=FIGURES["evidence_comparison.png"], name="evidence_comparison.png"),
+        "",
+    ]
+    if evidence["warnings"]:
+        lines += ["Diagnostics raised by the estimators:", ""]
+        lines += [f"- {message}" for message in evidence["warnings"]] + [""]
+    return lines
 
 
 def _summary(results: dict) -> str:

@@ -252,7 +252,7 @@ def _format(value) -> str:
     return f"{value:.5g}" if np.isfinite(value) else ""
 
 
-def compare(
+def compare(  # 13 user parameters (Args), flat for help(); 45/116 lines docstring
     problems: Mapping[str, Problem],
     key: jax.Array,
     *,
@@ -317,17 +317,7 @@ def compare(
     unknown = set(methods) - set(METHODS)
     if unknown:
         raise ValueError(f"unknown method(s) {sorted(unknown)}; available: {', '.join(METHODS)}")
-    require_instance("problems", problems, Mapping, "a dict {name: Problem}")
-    if not problems:
-        raise ValueError("problems is empty: give {name: Problem}")
-    for name, problem in problems.items():
-        require_problem(problem, f"problems[{name!r}]")
-    sizes = {name: problem.n for name, problem in problems.items()}
-    if len(set(sizes.values())) > 1:
-        raise InputError(
-            f"the models must describe the same data, but their numbers of examples differ: "
-            f"{sizes}; free energies of different data sets are not comparable"
-        )
+    _check_problems(problems)
     require_key(key)
     if "sbic" in methods:
         require_callable("sbic_family (needed by the 'sbic' method)", sbic_family)
@@ -352,26 +342,12 @@ def compare(
     steps = [(name, method) for name in problems for method in order]
     with tqdm(total=len(steps), desc="compare", disable=not progress) as bar:
         for index, (name, problem) in enumerate(problems.items()):
-            model_key = jax.random.fold_in(key, index)
-            results[name] = {}
-            row = {"d": problem.dim, "n": problem.n, "source": sampler}
-            timings[name] = {}
-            for step, method in enumerate(order):
-                bar.set_description(f"compare: {name} {method}")
-                start = time.perf_counter()
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always")
-                    result = runners[method](
-                        problem, jax.random.fold_in(model_key, step), results[name],
-                        options[method],
-                    )
-                timings[name][method] = time.perf_counter() - start
-                messages += [f"{name}: {w.message}" for w in caught]
-                results[name][method] = result
-                row.update(_COLUMNS.get(method, lambda r: {})(result))
-                bar.update(1)
-            messages += _check_references(name, results[name], row)
-            rows[name] = row
+            results[name], rows[name], timings[name], caught = _run_model(
+                name, problem, jax.random.fold_in(key, index), order, runners, options,
+                {"d": problem.dim, "n": problem.n, "source": sampler}, bar,
+            )
+            messages += caught
+            messages += _check_references(name, results[name], rows[name])
     if "sbic" in methods:
         messages += _add_sbic(sbic_family, problems, results, rows)
     table = pd.DataFrame.from_dict(rows, orient="index")
@@ -392,6 +368,42 @@ def compare(
         table=table, choices=choices, results=results, methods=methods, warnings=tuple(messages),
         timings=pd.DataFrame.from_dict(timings, orient="index"),
     )
+
+
+def _check_problems(problems) -> None:
+    """A non-empty dict of Problems of the same data (the same n)."""
+    require_instance("problems", problems, Mapping, "a dict {name: Problem}")
+    if not problems:
+        raise ValueError("problems is empty: give {name: Problem}")
+    for name, problem in problems.items():
+        require_problem(problem, f"problems[{name!r}]")
+    sizes = {name: problem.n for name, problem in problems.items()}
+    if len(set(sizes.values())) > 1:
+        raise InputError(
+            f"the models must describe the same data, but their numbers of examples differ: "
+            f"{sizes}; free energies of different data sets are not comparable"
+        )
+
+
+def _run_model(name, problem, model_key, order, runners, options, row, bar):
+    """Run the methods in `order` on one model, method i with `fold_in(model_key, i)`, each
+    reading the results before it; returns its results {method: result}, its table row
+    (`row` filled in), its timings {method: seconds} and the warnings its methods raised."""
+    results, timings, messages = {}, {}, []
+    for step, method in enumerate(order):
+        bar.set_description(f"compare: {name} {method}")
+        start = time.perf_counter()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = runners[method](
+                problem, jax.random.fold_in(model_key, step), results, options[method],
+            )
+        timings[method] = time.perf_counter() - start
+        messages += [f"{name}: {w.message}" for w in caught]
+        results[method] = result
+        row.update(_COLUMNS.get(method, lambda r: {})(result))
+        bar.update(1)
+    return results, row, timings, messages
 
 
 def _check_references(name: str, done: dict, row: dict) -> list[str]:

@@ -248,7 +248,7 @@ def thermodynamic_integral(betas, mean_nll, var_nll, log_evidence_path=None) -> 
     return float(-path[start] + np.sum(pieces[start:]))
 
 
-def free_energy(
+def free_energy(  # 10 user parameters + **smc_options (Args), flat for help(); 53/113 docstring
     problem: Problem,
     key: jax.Array,
     *,

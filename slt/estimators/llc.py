@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import arviz as az
 import jax
@@ -223,7 +223,7 @@ class LLCResult(Persistable):
         )
 
 
-def llc(
+def llc(  # 18 user parameters (Args), flat for help(); 84/171 lines docstring
     problem: Problem,
     params: Params,
     key: jax.Array,
@@ -344,19 +344,12 @@ def llc(
     batch_size = min(int(batch_size), problem.n)
     auto = step_size == "auto"
     if auto:
-        from slt.estimators.llc_calibration import llc_calibrate
-
         calibration_key, key = jax.random.split(key)
-        fixed = {"gamma": gamma, "nbeta": nbeta, "batch_size": batch_size,
-                 "preconditioner": preconditioner, "include_prior": include_prior}
-        clashing = sorted(set(calibration) & {*fixed, "gammas", "progress"})
-        if clashing:
-            raise InputError(
-                f"calibration options {clashing} are set by llc's own arguments; pass them there"
-            )
-        step_size = llc_calibrate(
-            problem, params, calibration_key, **fixed, progress=progress, **calibration
-        ).step_size
+        step_size = _calibrated_step_size(
+            problem, params, calibration_key, calibration, progress=progress, gamma=gamma,
+            nbeta=nbeta, batch_size=batch_size, preconditioner=preconditioner,
+            include_prior=include_prior,
+        )
     notes = []
     while True:
         trace = run_chains(
@@ -380,19 +373,9 @@ def llc(
         )
         if not auto or checkpoint is not None or len(notes) == AUTO_HALVINGS:
             break
-        diverged = trace.diverged_at[trace.diverged_at >= 0]
-        if diverged.size:
-            problem_found = (
-                f"{diverged.size} chain(s) diverged (first at step {int(diverged.min())})"
-            )
-        else:
-            temperature, temperature_se = _temperature(trace, num_warmup)
-            if not temperature - 1 > HOT_TEMPERATURE + temperature_se:
-                break
-            problem_found = (
-                f"was hot (configurational temperature {temperature:.2f} ± "
-                f"{temperature_se:.2f})"
-            )
+        problem_found = _auto_run_problem(trace, num_warmup)
+        if problem_found is None:
+            break
         notes.append(
             f"step_size='auto': the run at the calibrated step {step_size:.3g} "
             f"{problem_found}; repeated at {step_size / 2:.3g} with {2 * num_warmup} warmup "
@@ -411,6 +394,32 @@ def llc(
         extrapolated=bool(extrapolate),
         notes=notes,
     )
+
+
+def _calibrated_step_size(problem, params, key, calibration, *, progress, **fixed) -> float:
+    """The step size `llc_calibrate` chooses for llc's own settings `fixed` (gamma, nbeta,
+    batch_size, preconditioner, include_prior) and the further options `calibration`."""
+    from slt.estimators.llc_calibration import llc_calibrate
+
+    clashing = sorted(set(calibration) & {*fixed, "gammas", "progress"})
+    if clashing:
+        raise InputError(
+            f"calibration options {clashing} are set by llc's own arguments; pass them there"
+        )
+    return llc_calibrate(problem, params, key, **fixed, progress=progress, **calibration).step_size
+
+
+def _auto_run_problem(trace, num_warmup) -> str | None:
+    """Why a run at a calibrated step size must be repeated at half the step: diverged
+    chains, or chains hotter than 1 + HOT_TEMPERATURE by more than one standard error;
+    None when the run stands."""
+    diverged = trace.diverged_at[trace.diverged_at >= 0]
+    if diverged.size:
+        return f"{diverged.size} chain(s) diverged (first at step {int(diverged.min())})"
+    temperature, temperature_se = _temperature(trace, num_warmup)
+    if not temperature - 1 > HOT_TEMPERATURE + temperature_se:
+        return None
+    return f"was hot (configurational temperature {temperature:.2f} ± {temperature_se:.2f})"
 
 
 def _temperature(trace, num_warmup) -> tuple[float, float]:
@@ -447,52 +456,10 @@ def summarise_trace(
     per_chain = np.where(healthy, per_draw.mean(axis=1), np.nan)
     kept = per_draw[healthy]
     mean, std_error, ess, rhat = trace_statistics(kept)
-    messages = list(notes)
     acceptance = np.exp(trace.log_acceptance[:, num_warmup:][healthy])
     mala = float(np.nanmean(acceptance)) if np.isfinite(acceptance).any() else float("nan")
-    below = float(np.mean(kept < 0))
     temperature, temperature_se = _temperature(trace, num_warmup)
-    drift = trace_drift(kept)
-    suggested = None
-    if not healthy.all():
-        suggested = step_size / 10
-        steps = ", ".join(str(int(s)) for s in trace.diverged_at[~healthy])
-        messages.append(
-            f"{int((~healthy).sum())} chain(s) diverged (at step {steps}) and were stopped; "
-            f"try step_size={suggested:.3g}"
-        )
-    if mala < LOW_ACCEPTANCE:
-        messages.append(f"MALA acceptance {mala:.2f} is low: the step size is too large")
-    if below > NEGATIVE_FRACTION:
-        messages.append(
-            f"{below:.0%} of draws lie below L_n(w*): w* is not a local minimum (lambda_hat "
-            f"{mean:.3g}); fit it first or increase gamma"
-        )
-    if temperature - 1 > max(HOT_TEMPERATURE, 3 * temperature_se):
-        messages.append(
-            f"the chains run hot (configurational temperature {temperature:.2f} ± "
-            f"{temperature_se:.2f}): lambda_hat may be up to {temperature - 1:.0%} too high; "
-            "use a smaller step size or extrapolate=True"
-        )
-    elif 1 - temperature > max(HOT_TEMPERATURE, 3 * temperature_se):
-        messages.append(
-            f"the chains are cold (configurational temperature {temperature:.2f} ± "
-            f"{temperature_se:.2f}): they have not reached the local posterior; warm up "
-            "longer or use a larger step size"
-        )
-    if rhat > 1.1:
-        messages.append(f"R-hat {rhat:.2f} > 1.1: chains disagree; run and warm up longer")
-    if drift > MAX_DRIFT:
-        first, second = (kept[:, part].mean() for part in np.array_split(
-            np.arange(kept.shape[1]), 2))
-        messages.append(
-            f"lambda_hat drifts from {first:.3g} (first half of the draws) to {second:.3g} "
-            f"(second half), {drift:.1f} standard errors: the chains have not settled; warm "
-            "up longer (num_warmup) or draw more"
-        )
-    for message in messages:
-        warnings.warn(message, stacklevel=3)
-    return LLCResult(
+    return _with_warnings(LLCResult(
         llc_mean=mean,
         std_error=std_error,
         llc_per_chain=per_chain,
@@ -506,20 +473,75 @@ def summarise_trace(
         num_warmup=num_warmup,
         center_loss_trace=center_loss,
         mala_acceptance=mala,
-        fraction_below_init=below,
+        fraction_below_init=float(np.mean(kept < 0)),
         rhat=rhat,
         ess=ess,
         diverged_at=trace.diverged_at,
-        suggested_step_size=suggested,
+        suggested_step_size=None if healthy.all() else step_size / 10,
         compile_time=trace.compile_time,
         run_time=trace.run_time,
-        warnings=tuple(messages),
         distance_trace=trace.distance[:, num_warmup:],
         extrapolated=extrapolated,
         temperature=temperature,
         temperature_std_error=temperature_se,
-        drift_z=drift,
-    )
+        drift_z=trace_drift(kept),
+    ), kept, notes)
+
+
+def _with_warnings(result: LLCResult, kept: np.ndarray, notes) -> LLCResult:
+    """`result` with its warnings: `notes`, then what its diagnostics earn (`_diagnostics`),
+    each also issued as a Python warning (attributed to the caller of `llc`)."""
+    messages = [*notes, *_diagnostics(result, kept)]
+    for message in messages:
+        warnings.warn(message, stacklevel=4)
+    return replace(result, warnings=tuple(messages))
+
+
+def _diagnostics(result: LLCResult, kept: np.ndarray) -> list[str]:
+    """The plain-language warnings a run earns: diverged chains, low MALA acceptance, draws
+    below L_n(w*), hot or cold chains, R-hat, drift between the halves of `kept` (the
+    non-diverged chains' per-draw estimates)."""
+    messages = []
+    diverged = result.diverged_at >= 0
+    if diverged.any():
+        steps = ", ".join(str(int(s)) for s in result.diverged_at[diverged])
+        messages.append(
+            f"{int(diverged.sum())} chain(s) diverged (at step {steps}) and were stopped; "
+            f"try step_size={result.suggested_step_size:.3g}"
+        )
+    if result.mala_acceptance < LOW_ACCEPTANCE:
+        messages.append(
+            f"MALA acceptance {result.mala_acceptance:.2f} is low: the step size is too large"
+        )
+    if result.fraction_below_init > NEGATIVE_FRACTION:
+        messages.append(
+            f"{result.fraction_below_init:.0%} of draws lie below L_n(w*): w* is not a local "
+            f"minimum (lambda_hat {result.llc_mean:.3g}); fit it first or increase gamma"
+        )
+    temperature, temperature_se = result.temperature, result.temperature_std_error
+    if temperature - 1 > max(HOT_TEMPERATURE, 3 * temperature_se):
+        messages.append(
+            f"the chains run hot (configurational temperature {temperature:.2f} ± "
+            f"{temperature_se:.2f}): lambda_hat may be up to {temperature - 1:.0%} too high; "
+            "use a smaller step size or extrapolate=True"
+        )
+    elif 1 - temperature > max(HOT_TEMPERATURE, 3 * temperature_se):
+        messages.append(
+            f"the chains are cold (configurational temperature {temperature:.2f} ± "
+            f"{temperature_se:.2f}): they have not reached the local posterior; warm up "
+            "longer or use a larger step size"
+        )
+    if result.rhat > 1.1:
+        messages.append(f"R-hat {result.rhat:.2f} > 1.1: chains disagree; run and warm up longer")
+    if result.drift_z > MAX_DRIFT:
+        first, second = (kept[:, part].mean() for part in np.array_split(
+            np.arange(kept.shape[1]), 2))
+        messages.append(
+            f"lambda_hat drifts from {first:.3g} (first half of the draws) to {second:.3g} "
+            f"(second half), {result.drift_z:.1f} standard errors: the chains have not "
+            "settled; warm up longer (num_warmup) or draw more"
+        )
+    return messages
 
 
 def trace_statistics(values: np.ndarray) -> tuple[float, float, float, float]:

@@ -61,6 +61,10 @@ __all__ = [
     "llc_calibrate",
 ]
 
+# The columns of `CalibrationResult.table`, in order.
+_TABLE_COLUMNS = ["step_size", "gamma", "llc", "se", "mala_acceptance", "drift_z", "temperature",
+                  "temperature_se", "noise_ratio", "diverged", "passes"]
+
 
 def default_step_sizes(nbeta: float, preconditioner: str | None) -> np.ndarray:
     """The candidate grid: 13 log-spaced values over four decades.
@@ -117,7 +121,7 @@ class CalibrationResult(Persistable):
         )
 
 
-def llc_calibrate(
+def llc_calibrate(  # 17 user parameters (Args), flat for help(); 25/97 lines docstring
     problem: Problem,
     params: Params,
     key: jax.Array,
@@ -174,14 +178,7 @@ def llc_calibrate(
     require_positive("max_noise_ratio", max_noise_ratio)
     require_positive("max_temperature_deviation", max_temperature_deviation)
     nbeta = default_nbeta(problem.n) if nbeta is None else float(nbeta)
-    step_sizes = np.asarray(
-        default_step_sizes(nbeta, preconditioner) if step_sizes is None else step_sizes, dtype=float
-    ).ravel()
-    if step_sizes.size == 0 or gammas.size == 0:
-        raise InputError("step_sizes and gammas must be non-empty lists of numbers")
-    for step_size in step_sizes:
-        require_positive("every step size", step_size)
-    grid_steps, grid_gammas = (g.ravel() for g in np.meshgrid(step_sizes, gammas))
+    grid_steps, grid_gammas = _candidate_grid(step_sizes, gammas, nbeta, preconditioner)
     repeat = chains_per_candidate
     trace = run_chains(
         problem,
@@ -209,21 +206,7 @@ def llc_calibrate(
         row["noise_ratio"] = noise_per_step * step_size
         row["passes"] = row["passes"] and row["noise_ratio"] <= max_noise_ratio
         rows.append(row | {"step_size": step_size, "gamma": gamma_value})
-    table = pd.DataFrame(rows)[
-        [
-            "step_size",
-            "gamma",
-            "llc",
-            "se",
-            "mala_acceptance",
-            "drift_z",
-            "temperature",
-            "temperature_se",
-            "noise_ratio",
-            "diverged",
-            "passes",
-        ]
-    ]
+    table = pd.DataFrame(rows)[_TABLE_COLUMNS]
     passing = table[table["passes"]]
     if passing.empty:
         raise ValueError(
@@ -235,6 +218,19 @@ def llc_calibrate(
     best_gamma = passing["gamma"].min()
     chosen = passing[passing["gamma"] == best_gamma]["step_size"].max()
     return CalibrationResult(step_size=float(chosen), gamma=float(best_gamma), table=table)
+
+
+def _candidate_grid(step_sizes, gammas, nbeta, preconditioner) -> tuple[np.ndarray, np.ndarray]:
+    """Every (step size, gamma) candidate, step sizes varying fastest; checks both lists."""
+    step_sizes = np.asarray(
+        default_step_sizes(nbeta, preconditioner) if step_sizes is None else step_sizes, dtype=float
+    ).ravel()
+    if step_sizes.size == 0 or gammas.size == 0:
+        raise InputError("step_sizes and gammas must be non-empty lists of numbers")
+    for step_size in step_sizes:
+        require_positive("every step size", step_size)
+    grid_steps, grid_gammas = (g.ravel() for g in np.meshgrid(step_sizes, gammas))
+    return grid_steps, grid_gammas
 
 
 def gradient_noise_ratio(

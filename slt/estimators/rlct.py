@@ -214,7 +214,7 @@ class RLCTResult(Persistable):
         )
 
 
-def rlct(
+def rlct(  # 11 user parameters + **sampler_options (Args), flat for help()
     problem: Problem,
     key: jax.Array,
     *,

@@ -105,7 +105,7 @@ def _nuts(
     )
 
 
-def _sgld(
+def _sgld(  # the SAMPLERS signature + SGLD options users pass via wbic(); 32/81 lines docstring
     problem, key, betas, *, num_warmup, num_samples, progress, checkpoint, init=None,
     step_size="auto",
     batch_size=256, preconditioner=None, chunk_size=500, extrapolate=True,

@@ -325,7 +325,7 @@ def prepare(
     return FisherSetup(model, observation, coords, values, theta, arrays, kind, num_samples)
 
 
-def fisher_information(
+def fisher_information(  # 11 user parameters (Args), flat for help()
     model: ModelSpec | Problem,
     params: Mapping[str, Any],
     *,

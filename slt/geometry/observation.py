@@ -321,47 +321,13 @@ def observation_model(
 
 
 def _build(spec: ModelSpec, values: dict[str, np.ndarray]) -> ObservationModel:
-    captured = {}
-
-    def trace_abstractly(values):
-        """Simulate a template data set and trace the model, on shapes only (`eval_shape`):
-        only static facts (site types, shapes, supports, distribution classes) are kept."""
-        data = spec.simulate(jax.random.key(0), values, _TEMPLATE_SIZE)
-        model = handlers.substitute(handlers.seed(spec.model, 0), data=values)
-        captured["trace"] = handlers.trace(model).get_trace(**data)
-        captured["template"] = {k: jax.ShapeDtypeStruct(v.shape, v.dtype) for k, v in data.items()}
-        return 0.0
-
-    with jax.enable_x64(True):
-        try:
-            jax.eval_shape(trace_abstractly, values)
-        except (TypeError, ValueError, IndexError) as error:
-            shapes = {name: value.shape for name, value in values.items()}
-            raise ValueError(
-                f"{spec.name}: params do not fit the model (check their shapes, got {shapes}): "
-                f"{str(error).splitlines()[0]}"
-            ) from None
-    trace, template = captured["trace"], captured["template"]
+    trace, template = _abstract_trace(spec, values)
     latent, observed = _split_sites(trace)
     if tuple(latent) != tuple(spec.site_names):
         raise ValueError(
             f"{spec.name}: site_names {spec.site_names} disagree with the model's sites {latent}"
         )
-    observed = [n for n in observed if not (n.startswith("_") and n.endswith("_log_det"))]
-    if len(observed) != 1:
-        raise ValueError(
-            f"{spec.name}: Fisher geometry needs exactly one observed site y, the model has "
-            f"{observed or 'none'}"
-        )
-    if observed[0] not in template:
-        raise ValueError(
-            f"{spec.name}: the observed site {observed[0]!r} must be named after its data "
-            f"argument (one of {sorted(template)}), so that y can be passed as {observed[0]}=y"
-        )
-    output_name = observed[0]
-    inputs = [k for k in template if k != output_name]
-    if len(inputs) > 1:
-        raise ValueError(f"{spec.name}: more than one input array {inputs} is not supported")
+    output_name, input_name = _data_sites(spec, observed, template)
     shapes, supports = [], []
     for name in latent:
         site = trace[name]
@@ -374,15 +340,7 @@ def _build(spec: ModelSpec, values: dict[str, np.ndarray]) -> ObservationModel:
         shapes.append(expected)
         supports.append(site["fn"].support)
     base = unwrap(trace[output_name]["fn"])
-    if isinstance(base, dist.Normal):
-        family = "normal"
-    elif _is_weighted_mixture(base) and isinstance(
-        unwrap(base.component_distribution), dist.Normal
-    ):
-        family = "normal_mixture"
-    else:
-        family = family_of(base) or "other"
-    input_name = inputs[0] if inputs else None
+    family = _family(base)
     observation = ObservationModel(
         spec=spec,
         site_shapes=tuple(shapes),
@@ -403,6 +361,64 @@ def _build(spec: ModelSpec, values: dict[str, np.ndarray]) -> ObservationModel:
             values, template.get(input_name)
         )
     return replace(observation, learned_scale=_depends_on_inputs(scale.jaxpr))
+
+
+def _abstract_trace(spec: ModelSpec, values: dict[str, np.ndarray]) -> tuple[dict, dict]:
+    """The model's trace at `values` on a simulated template data set, and that data set's
+    shapes and dtypes, both from shapes only (`eval_shape`): only static facts (site types,
+    shapes, supports, distribution classes) are kept."""
+    captured = {}
+
+    def trace_abstractly(values):
+        data = spec.simulate(jax.random.key(0), values, _TEMPLATE_SIZE)
+        model = handlers.substitute(handlers.seed(spec.model, 0), data=values)
+        captured["trace"] = handlers.trace(model).get_trace(**data)
+        captured["template"] = {k: jax.ShapeDtypeStruct(v.shape, v.dtype) for k, v in data.items()}
+        return 0.0
+
+    with jax.enable_x64(True):
+        try:
+            jax.eval_shape(trace_abstractly, values)
+        except (TypeError, ValueError, IndexError) as error:
+            shapes = {name: value.shape for name, value in values.items()}
+            raise ValueError(
+                f"{spec.name}: params do not fit the model (check their shapes, got {shapes}): "
+                f"{str(error).splitlines()[0]}"
+            ) from None
+    return captured["trace"], captured["template"]
+
+
+def _data_sites(spec: ModelSpec, observed: list[str], template: dict) -> tuple[str, str | None]:
+    """(output name, input name or None): the one observed site y, named after its data
+    argument, and at most one other data argument x."""
+    observed = [n for n in observed if not (n.startswith("_") and n.endswith("_log_det"))]
+    if len(observed) != 1:
+        raise ValueError(
+            f"{spec.name}: Fisher geometry needs exactly one observed site y, the model has "
+            f"{observed or 'none'}"
+        )
+    if observed[0] not in template:
+        raise ValueError(
+            f"{spec.name}: the observed site {observed[0]!r} must be named after its data "
+            f"argument (one of {sorted(template)}), so that y can be passed as {observed[0]}=y"
+        )
+    output_name = observed[0]
+    inputs = [k for k in template if k != output_name]
+    if len(inputs) > 1:
+        raise ValueError(f"{spec.name}: more than one input array {inputs} is not supported")
+    return output_name, inputs[0] if inputs else None
+
+
+def _family(base) -> str:
+    """The observation family of an (unwrapped) distribution: "normal", "normal_mixture" (a
+    weighted mixture of normals), an exponential family of `families`, or "other"."""
+    if isinstance(base, dist.Normal):
+        return "normal"
+    if _is_weighted_mixture(base) and isinstance(
+        unwrap(base.component_distribution), dist.Normal
+    ):
+        return "normal_mixture"
+    return family_of(base) or "other"
 
 
 def _depends_on_inputs(jaxpr) -> bool:

@@ -186,7 +186,25 @@ def _points_per_step(chunk: int) -> int | None:
     return None if jax.default_backend() == "cpu" else chunk
 
 
-def fisher_scan(
+def _in_chunks(summarize, total: int, chunk: int, progress: bool) -> dict[str, np.ndarray]:
+    """{summary field: (total,) values}: `summarize(flat_index)` over the grid points
+    0 .. total - 1, `chunk` at a time (the last chunk padded by repeating the last point, so
+    that every call has one shape), a progress bar advancing between chunks."""
+    results = {
+        name: np.empty(total, dtype=np.int64 if name == "rank" else np.float64)
+        for name in SUMMARY_FIELDS
+    }
+    with tqdm(total=total, unit="point", disable=not progress, desc="fisher_scan") as bar:
+        for start in range(0, total, chunk):
+            flat = np.minimum(np.arange(start, start + chunk), total - 1)
+            stop = min(start + chunk, total)
+            for name, value in summarize(jnp.asarray(flat)).items():
+                results[name][start:stop] = np.asarray(value)[: stop - start]
+            bar.update(stop - start)
+    return results
+
+
+def fisher_scan(  # 13 user parameters (Args), flat for help(); 29/99 lines docstring
     model: ModelSpec | Problem,
     params: Mapping[str, Any],
     axes: Mapping[Any, Any],
@@ -256,19 +274,10 @@ def fisher_scan(
         )
         base = jnp.asarray(setup.theta)
         axis_grids = tuple(jnp.asarray(g) for g in grids)
-        results = {
-            name: np.empty(total, dtype=np.int64 if name == "rank" else np.float64)
-            for name in SUMMARY_FIELDS
-        }
         start_time = time.perf_counter()
-        with tqdm(total=total, unit="point", disable=not progress, desc="fisher_scan") as bar:
-            for start in range(0, total, chunk):
-                flat = np.minimum(np.arange(start, start + chunk), total - 1)
-                stop = min(start + chunk, total)
-                summary = summarize(jnp.asarray(flat), base, axis_grids, arrays)
-                for name, value in summary.items():
-                    results[name][start:stop] = np.asarray(value)[: stop - start]
-                bar.update(stop - start)
+        results = _in_chunks(
+            lambda flat: summarize(flat, base, axis_grids, arrays), total, chunk, progress
+        )
         run_time = time.perf_counter() - start_time
     variables = {name: (tuple(names), values.reshape(shape)) for name, values in results.items()}
     dataset = xr.Dataset(

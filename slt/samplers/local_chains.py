@@ -152,7 +152,7 @@ class _Carry(NamedTuple):
     diverged_at: jax.Array
 
 
-def run_chains(
+def run_chains(  # 17 user parameters (Args), flat for help(); 33/122 lines docstring
     problem: Problem,
     center,
     key: jax.Array,
@@ -218,19 +218,13 @@ def run_chains(
     )
     center_flat = problem.ravel(center)
     dtype = center_flat.dtype
-    center_losses = -problem.loglik(problem.unravel(center_flat), problem.data).astype(dtype)
-    center_full_loss = float(jnp.mean(center_losses))
-    if not np.isfinite(center_full_loss):
-        raise ValueError(
-            f"L_n is not finite at the centre ({center_full_loss}): it is not a valid w*"
-        )
+    center_losses, center_full_loss = _center_losses(problem, center_flat)
     per_chain = [
         jnp.broadcast_to(jnp.asarray(v, dtype), (num_chains,)) for v in (step_size, gamma, nbeta)
     ]
     if extrapolate:
         config = config._replace(num_chains=2 * config.num_chains)
-        per_chain = [jnp.concatenate([per_chain[0] / 2, per_chain[0]]),
-                     *(jnp.tile(values, 2) for values in per_chain[1:])]
+        per_chain = _with_twins(per_chain)
     chain_keys = jax.random.split(key, config.num_chains)
     store = Checkpoint(
         checkpoint, "run_chains", **config._asdict(), num_steps=num_steps, key=key,
@@ -280,6 +274,23 @@ def run_chains(
         run_time=run_time,
     )
     return _combine_twins(trace) if extrapolate else trace
+
+
+def _center_losses(problem: Problem, center_flat) -> tuple[jax.Array, float]:
+    """The per-example losses at the centre (the chains' dtype) and their mean L_n(w*);
+    a ValueError when it is not finite."""
+    losses = -problem.loglik(problem.unravel(center_flat), problem.data).astype(center_flat.dtype)
+    full_loss = float(jnp.mean(losses))
+    if not np.isfinite(full_loss):
+        raise ValueError(f"L_n is not finite at the centre ({full_loss}): it is not a valid w*")
+    return losses, full_loss
+
+
+def _with_twins(per_chain: list) -> list:
+    """Per-chain (step_size, gamma, nbeta) for twin chains: the first half at eps / 2, the
+    second at eps, both with the same gamma and nbeta (`_combine_twins`)."""
+    step_size, *others = per_chain
+    return [jnp.concatenate([step_size / 2, step_size]), *(jnp.tile(v, 2) for v in others)]
 
 
 def _combine_twins(trace: ChainTrace) -> ChainTrace:
@@ -340,6 +351,56 @@ def compile_count() -> int:
     return compile_cache.compile_count("sgld chunk")
 
 
+def _local_log_target(problem: Problem, center, include_prior: bool):
+    """log_target(flat, batch, gamma, nbeta) -> (log density of the local tempered posterior
+    on `batch`, up to a constant: -nbeta L_b - (gamma / 2) |w - center|^2 [+ log prior];
+    the batch loss L_b)."""
+    def log_target(flat, batch, gamma, nbeta):
+        params = problem.unravel(flat)
+        loss = -jnp.mean(problem.loglik(params, batch))
+        value = -nbeta * loss - 0.5 * gamma * jnp.sum((flat - center) ** 2)
+        if include_prior:
+            value = value + problem.log_prior(params)
+        return value, loss
+
+    return log_target
+
+
+def _measurements(log_target, problem: Problem, data, batch_size: int):
+    """measure(state, new_state, info, batch, chain_key, step, hyper) -> the diagnostics of
+    one SGLD step: its MALA log acceptance on the step's `batch`, and the configurational
+    temperature's two terms grad U . grad' U and v' Hess(U) v (U = -log pi, a Rademacher
+    probe v) on a second minibatch drawn from `chain_key` and `step`."""
+    def measure(state, new_state, info, batch, chain_key, step, hyper):
+        step_size, gamma, nbeta = hyper
+
+        def density_and_grad(flat):
+            (value, _), grad = jax.value_and_grad(log_target, has_aux=True)(
+                flat, batch, gamma, nbeta
+            )
+            return value, grad
+
+        log_acceptance = mala_log_acceptance(
+            state.position, new_state.position, info, density_and_grad, step_size
+        )
+        batch_key, probe_key = jax.random.split(
+            jax.random.fold_in(jax.random.fold_in(chain_key, step), 1)
+        )
+        other_batch = problem.take(
+            jax.random.randint(batch_key, (batch_size,), 0, problem.n), data
+        )
+        probe = jax.random.rademacher(probe_key, state.position.shape, info.aux.dtype)
+
+        def other_gradient(flat):
+            return jax.grad(lambda w: log_target(w, other_batch, gamma, nbeta)[0])(flat)
+
+        other, curvature = jax.jvp(other_gradient, (state.position,), (probe,))
+        # U = -log pi: grad U . grad' U = g . g', Laplacian = -v' Hess(log pi) v
+        return log_acceptance, jnp.dot(info.gradient, other), -jnp.dot(probe, curvature)
+
+    return measure
+
+
 def _run_chunk(
     config: _Config,
     carry: _Carry,
@@ -357,14 +418,8 @@ def _run_chunk(
     steps_per_epoch = problem.n // config.batch_size
     threshold = divergence_threshold(problem.dim)
     algorithm = sgld(config.preconditioner)
-
-    def log_target(flat, batch, gamma, nbeta):
-        params = problem.unravel(flat)
-        loss = -jnp.mean(problem.loglik(params, batch))
-        value = -nbeta * loss - 0.5 * gamma * jnp.sum((flat - center) ** 2)
-        if config.include_prior:
-            value = value + problem.log_prior(params)
-        return value, loss
+    log_target = _local_log_target(problem, center, config.include_prior)
+    measurements = _measurements(log_target, problem, data, config.batch_size)
 
     def chain_step(state: SGLDState, diverged_at, chain_key, hyper, step):
         step_size, gamma, nbeta = hyper
@@ -379,29 +434,7 @@ def _run_chunk(
         loss = info.aux
 
         def diagnostics():
-            def density_and_grad(flat):
-                (value, _), grad = jax.value_and_grad(log_target, has_aux=True)(
-                    flat, batch, gamma, nbeta
-                )
-                return value, grad
-
-            log_acceptance = mala_log_acceptance(
-                state.position, new_state.position, info, density_and_grad, step_size
-            )
-            batch_key, probe_key = jax.random.split(
-                jax.random.fold_in(jax.random.fold_in(chain_key, step), 1)
-            )
-            other_batch = problem.take(
-                jax.random.randint(batch_key, (config.batch_size,), 0, problem.n), data
-            )
-            probe = jax.random.rademacher(probe_key, state.position.shape, loss.dtype)
-
-            def other_gradient(flat):
-                return jax.grad(lambda w: log_target(w, other_batch, gamma, nbeta)[0])(flat)
-
-            other, curvature = jax.jvp(other_gradient, (state.position,), (probe,))
-            # U = -log pi: grad U . grad' U = g . g', Laplacian = -v' Hess(log pi) v
-            return log_acceptance, jnp.dot(info.gradient, other), -jnp.dot(probe, curvature)
+            return measurements(state, new_state, info, batch, chain_key, step, hyper)
 
         measure = (config.mala_every > 0) & (step % max(config.mala_every, 1) == 0)
         nan = jnp.asarray(jnp.nan, loss.dtype)

@@ -327,7 +327,7 @@ def _evidence_moments(log_w, loglik):
     return log_z, information, jnp.mean(log_w, axis=1)
 
 
-def nested_sampling(
+def nested_sampling(  # 12 user parameters (Args), flat for help(); 45/110 lines docstring
     problem: Problem,
     key: jax.Array,
     *,
@@ -428,15 +428,7 @@ def nested_sampling(
             f"iterations (live share of Z {_live_share(state.integrator):.3g}, asked "
             f"{termination}); raise max_iterations or termination"
         )
-    dead, counted, evaluations = (
-        jax.tree_util.tree_map(lambda *leaves: np.concatenate(leaves), *fields)
-        for fields in zip(*records, strict=True)
-    )
-    # (iteration, run, deleted, ...) -> (run, iteration x deleted, ...), counted iterations only
-    dead = jax.tree_util.tree_map(
-        lambda leaf: np.swapaxes(leaf[counted], 0, 1).reshape(
-            config.num_runs, -1, *leaf.shape[3:]), dead,
-    )
+    dead, evaluations = _dead_points(records, config.num_runs)
     # each run's estimate: BlackJAX's running integral, dead points plus the live share
     per_run = np.asarray(jnp.logaddexp(state.integrator.logZ, state.integrator.logZ_live))
     combined = _merged_evidence(volume_key, state.particles, dead)
@@ -445,6 +437,21 @@ def nested_sampling(
         config, per_run, combined, int(iterations),
         config.num_live + np.sum(evaluations, axis=0), compile_time, run_time,
     )
+
+
+def _dead_points(records, num_runs: int):
+    """(dead points, likelihood evaluations per iteration and run) from the chunks' records:
+    the dead points of the counted iterations only, arranged (run, iteration x deleted, ...)."""
+    dead, counted, evaluations = (
+        jax.tree_util.tree_map(lambda *leaves: np.concatenate(leaves), *fields)
+        for fields in zip(*records, strict=True)
+    )
+    # (iteration, run, deleted, ...) -> (run, iteration x deleted, ...)
+    dead = jax.tree_util.tree_map(
+        lambda leaf: np.swapaxes(leaf[counted], 0, 1).reshape(num_runs, -1, *leaf.shape[3:]),
+        dead,
+    )
+    return dead, evaluations
 
 
 def _live_share(integrator) -> float:

@@ -198,7 +198,7 @@ def _compile(config: _Config, num_chains: int, chunk_length: int):
     return init, run_chunk, time.perf_counter() - start
 
 
-def sample_nuts(
+def sample_nuts(  # 13 user parameters (Args), flat for help(); 32/105 lines docstring
     problem: Problem,
     key: jax.Array,
     betas,
@@ -261,15 +261,7 @@ def sample_nuts(
         key = jax.random.wrap_key_data(key)
     init_key, chain_key = jax.random.split(key)
     starts = _starting_points(problem, init_key, num_chains, init, init_radius)
-    potentials = jax.vmap(lambda flat, b: tempered_potential(problem, b)(flat))(
-        starts, jnp.asarray(betas, problem.dtype)
-    )
-    bad = ~np.isfinite(np.asarray(potentials))
-    if bad.any():
-        raise ValueError(
-            f"the log density is not finite at the starting point of chain(s) "
-            f"{np.flatnonzero(bad).tolist()}: give `init` inside the model's support"
-        )
+    _check_starts(problem, starts, betas)
     total = int(num_warmup) + int(num_samples)
     chunk_length = min(int(chunk_size), total)
     (init_fn, run_chunk, compile_time), compiled_before = _compiled(config, num_chains,
@@ -313,6 +305,20 @@ def sample_nuts(
         compile_time=compile_time,
         run_time=run_time,
     )
+
+
+def _check_starts(problem: Problem, starts, betas) -> None:
+    """A ValueError naming the chains whose tempered log density is not finite at their
+    starting point."""
+    potentials = jax.vmap(lambda flat, b: tempered_potential(problem, b)(flat))(
+        starts, jnp.asarray(betas, problem.dtype)
+    )
+    bad = ~np.isfinite(np.asarray(potentials))
+    if bad.any():
+        raise ValueError(
+            f"the log density is not finite at the starting point of chain(s) "
+            f"{np.flatnonzero(bad).tolist()}: give `init` inside the model's support"
+        )
 
 
 def _starting_points(problem: Problem, key, num_chains: int, init, init_radius: float):

@@ -265,22 +265,25 @@ def _systematic_resample(key, log_weights):
     return jnp.clip(jnp.searchsorted(jnp.cumsum(weights), points), 0, size - 1)
 
 
-def _stage_fn(config: _Config) -> Callable:
-    """One tempering stage of one copy: (state, key, data) -> (state, record). The data are an
-    argument, not constants of the compiled program."""
-    problem = config.problem
-    size = config.num_particles
-
+def _tempered_log_target(problem: Problem) -> Callable:
+    """log_target(flat, beta, data) -> (beta log-likelihood + log prior, -inf where NaN;
+    the log-likelihood)."""
     def log_target(flat, beta, data):
         params = problem.unravel(flat)
         loglik = jnp.sum(problem.loglik(params, data))
         value = beta * loglik + problem.log_prior(params)
         return jnp.where(jnp.isnan(value), -jnp.inf, value), loglik
 
+    return log_target
+
+
+def _hmc_step_fn(log_target: Callable, num_leapfrog: int) -> Callable:
+    """hmc_step(key, flat, beta, data, step_size, factor) -> (position, log-likelihood,
+    acceptance probability): one HMC transition of `num_leapfrog` leapfrog steps (step size
+    jittered by +-20%) in coordinates whitened by the particle covariance factor."""
     value_and_grad = jax.value_and_grad(log_target, has_aux=True)
 
     def hmc_step(key, flat, beta, data, step_size, factor):
-        """One HMC transition in coordinates whitened by the particle covariance factor."""
         momentum_key, jitter_key, accept_key = jax.random.split(key, 3)
         step = step_size * jax.random.uniform(jitter_key, minval=0.8, maxval=1.2)
         (value, loglik), grad = value_and_grad(flat, beta, data)
@@ -295,7 +298,7 @@ def _stage_fn(config: _Config) -> Callable:
             return (x, v, new_value, new_loglik, g), None
 
         (x, v, new_value, new_loglik, _), _ = jax.lax.scan(
-            leapfrog, (flat, momentum, value, loglik, grad), None, length=config.num_leapfrog
+            leapfrog, (flat, momentum, value, loglik, grad), None, length=num_leapfrog
         )
         log_ratio = (new_value - 0.5 * v @ v) - (value - 0.5 * momentum @ momentum)
         log_ratio = jnp.where(jnp.isnan(log_ratio), -jnp.inf, log_ratio)
@@ -306,12 +309,20 @@ def _stage_fn(config: _Config) -> Callable:
             jnp.exp(jnp.minimum(log_ratio, 0.0)),
         )
 
+    return hmc_step
+
+
+def _move_fn(config: _Config, log_target: Callable) -> Callable:
+    """move(key, position, loglik, beta, data, step_size, threshold) -> (position, loglik,
+    mean HMC acceptance, mean independence acceptance, sweeps): sweeps over all particles
+    until the correlation of their log-likelihoods with those before the moves is at most
+    `threshold` (module doc)."""
+    size = config.num_particles
+    hmc_step = _hmc_step_fn(log_target, config.num_leapfrog)
     target_values = jax.vmap(log_target, in_axes=(0, None, None))
     jumps = config.kernel == "hmc_imh"
 
     def move(key, position, loglik, beta, data, step_size, threshold):
-        """Sweeps over all particles until the correlation of their log-likelihoods with those
-        before the moves is at most `threshold` (module doc)."""
         factor = whitening_factor(position)
         if jumps:  # (keys are split only here, so that "hmc" draws what it always drew)
             fit_key, key = jax.random.split(key)
@@ -361,6 +372,15 @@ def _stage_fn(config: _Config) -> Callable:
         )
         return position, moved_loglik, acceptance / moves, jump_rate / moves, moves
 
+    return move
+
+
+def _stage_fn(config: _Config) -> Callable:
+    """One tempering stage of one copy: (state, key, data) -> (state, record). The data are an
+    argument, not constants of the compiled program."""
+    problem = config.problem
+    size = config.num_particles
+    move = _move_fn(config, _tempered_log_target(problem))
     waypoints = jnp.asarray(config.waypoints + (1.0,), problem.dtype)
 
     def stage(state: _State, key, data):
@@ -441,7 +461,7 @@ def _compile_stage(config: _Config):
     return compiled, time.perf_counter() - start
 
 
-def tempered_smc(
+def tempered_smc(  # 19 user parameters (Args), flat for help(); 48/137 lines docstring
     problem: Problem,
     key: jax.Array,
     *,
@@ -533,42 +553,16 @@ def tempered_smc(
     if not jnp.issubdtype(key.dtype, jax.dtypes.prng_key):  # a legacy uint32 key
         key = jax.random.wrap_key_data(key)
     prior_key, run_key = jax.random.split(key)
-    sampler = prior_sampler or functools.partial(sample_prior, problem)
-    draws = jnp.asarray(
-        sampler(prior_key, config.num_copies * config.num_particles), problem.dtype
+    state = _initial_state(
+        config, prior_sampler or functools.partial(sample_prior, problem), prior_key,
+        initial_step_size,
     )
-    if draws.shape != (config.num_copies * config.num_particles, problem.dim):
-        raise InputError(
-            f"prior_sampler(key, num) must return shape (num, dim) = "
-            f"({config.num_copies * config.num_particles}, {problem.dim}), got {draws.shape}"
-        )
-    draws = draws.reshape(config.num_copies, config.num_particles, problem.dim)
-    loglik = -nll_of_draws(problem, draws)
-    loglik = jnp.where(jnp.isnan(loglik), -jnp.inf, loglik)
-    if not np.any(np.isfinite(np.asarray(loglik))):
-        raise ValueError("the log-likelihood is -inf or NaN at every prior draw")
-    dtype = draws.dtype
-    state = _State(
-        position=draws,
-        loglik=loglik,
-        beta=jnp.zeros(config.num_copies, dtype),
-        log_evidence=jnp.zeros(config.num_copies, dtype),
-        step_size=jnp.full(config.num_copies, initial_step_size, dtype),
-        waypoint_nll=jnp.full(
-            (config.num_copies, len(config.waypoints), config.num_particles), jnp.nan, dtype
-        ),
-    )
-    finite = jnp.where(jnp.isfinite(loglik), loglik, jnp.nan)
     store = Checkpoint(
-        checkpoint, "tempered_smc", **config._asdict(), key=run_key, particles=draws,
+        checkpoint, "tempered_smc", **config._asdict(), key=run_key, particles=state.position,
         initial_step_size=float(initial_step_size),
     )
     resumed = store.resume(state)
-    resumed = resumed._replace(chunks=resumed.chunks or [_stage_record((
-        jnp.zeros(config.num_copies), jnp.zeros(config.num_copies),
-        -jnp.nanmean(finite, axis=1), jnp.nanvar(finite, axis=1),
-        *(jnp.full(config.num_copies, jnp.nan),) * 4,
-    ))])
+    resumed = resumed._replace(chunks=resumed.chunks or [_prior_record(config, state.loglik)])
     (stage, compile_time), compiled_before = _compiled_stage(config)
     if compiled_before:
         compile_time = 0.0
@@ -604,6 +598,48 @@ def tempered_smc(
         waypoint_nll=np.asarray(state.waypoint_nll, np.float64),
         compile_time=compile_time, run_time=run_time,
     )
+
+
+def _initial_state(config: _Config, sampler: Callable, key: jax.Array,
+                   initial_step_size: float) -> _State:
+    """Every copy's particles drawn from the prior by `sampler(key, num)`, at beta = 0; an
+    InputError for draws of the wrong shape, a ValueError when l(w) is -inf or NaN at every
+    draw."""
+    problem = config.problem
+    num = config.num_copies * config.num_particles
+    draws = jnp.asarray(sampler(key, num), problem.dtype)
+    if draws.shape != (num, problem.dim):
+        raise InputError(
+            f"prior_sampler(key, num) must return shape (num, dim) = "
+            f"({num}, {problem.dim}), got {draws.shape}"
+        )
+    draws = draws.reshape(config.num_copies, config.num_particles, problem.dim)
+    loglik = -nll_of_draws(problem, draws)
+    loglik = jnp.where(jnp.isnan(loglik), -jnp.inf, loglik)
+    if not np.any(np.isfinite(np.asarray(loglik))):
+        raise ValueError("the log-likelihood is -inf or NaN at every prior draw")
+    dtype = draws.dtype
+    return _State(
+        position=draws,
+        loglik=loglik,
+        beta=jnp.zeros(config.num_copies, dtype),
+        log_evidence=jnp.zeros(config.num_copies, dtype),
+        step_size=jnp.full(config.num_copies, initial_step_size, dtype),
+        waypoint_nll=jnp.full(
+            (config.num_copies, len(config.waypoints), config.num_particles), jnp.nan, dtype
+        ),
+    )
+
+
+def _prior_record(config: _Config, loglik) -> tuple[np.ndarray, ...]:
+    """The record of stage 0 (the prior, beta = 0): the stage record's columns, with the mean
+    and variance of n L_n over the finite draws and NaN where no move was made."""
+    finite = jnp.where(jnp.isfinite(loglik), loglik, jnp.nan)
+    return _stage_record((
+        jnp.zeros(config.num_copies), jnp.zeros(config.num_copies),
+        -jnp.nanmean(finite, axis=1), jnp.nanvar(finite, axis=1),
+        *(jnp.full(config.num_copies, jnp.nan),) * 4,
+    ))
 
 
 def _stage_record(record) -> tuple[np.ndarray, ...]:
