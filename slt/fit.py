@@ -14,14 +14,13 @@ import pandas as pd
 import xarray as xr
 
 from slt import compile_cache
-from slt.problem import Params, Problem
+from slt.problem import Params, Problem, require_problem
 from slt.results import Persistable, point_variables
 from slt.validation import (
     require_int,
     require_key,
     require_params,
     require_positive,
-    require_problem,
 )
 
 __all__ = ["FitResult", "Optimum", "fit_map"]

@@ -39,12 +39,13 @@ from slt.validation import (
     require_callable,
     require_data,
     require_finite_tree,
+    require_instance,
 )
 
 Params = Any  # a pytree of arrays
 Batch = dict[str, jax.Array]
 
-__all__ = ["Problem"]
+__all__ = ["Problem", "require_problem"]
 
 
 def _validate_data(data: Mapping[str, Any], x64: Any) -> tuple[dict[str, jax.Array], int]:
@@ -447,6 +448,16 @@ class Problem:
             return bool(jax.jit(finite)(params, self.data))
         except Exception:  # noqa: BLE001 - the eager checks raise the error that names it
             return False
+
+
+def require_problem(problem: Any, name: str = "problem") -> Problem:
+    """`problem` if it is an `slt.Problem` (the argument check every estimator starts with).
+
+    Raises:
+      InputError: otherwise (the message says how to build one).
+    """
+    what = "an slt.Problem (Problem(model, data) or Problem.from_loss(...))"
+    return require_instance(name, problem, Problem, what)
 
 
 def _float_dtype(params: Params) -> jnp.dtype:

@@ -46,7 +46,6 @@ __all__ = [
     "require_one_of",
     "require_params",
     "require_positive",
-    "require_problem",
     "require_step_size",
 ]
 
@@ -169,18 +168,6 @@ def require_instance(name: str, value: Any, cls: type, what: str) -> Any:
     if not isinstance(value, cls):
         raise InputError(f"{name} must be {what}, got {type(value).__name__}")
     return value
-
-
-def require_problem(problem: Any, name: str = "problem") -> Any:
-    """`problem` if it is an `slt.Problem`.
-
-    Raises:
-      InputError: otherwise (the message says how to build one).
-    """
-    from slt.problem import Problem
-
-    what = "an slt.Problem (Problem(model, data) or Problem.from_loss(...))"
-    return require_instance(name, problem, Problem, what)
 
 
 def require_finite_tree(tree: Any, name: str) -> Any:

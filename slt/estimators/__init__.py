@@ -5,8 +5,9 @@ from slt.estimators.bic import BICResult, bic
 from slt.estimators.compare import ComparisonResult, compare
 from slt.estimators.free_energy import FreeEnergyResult, free_energy
 from slt.estimators.laplace import LaplaceResult, laplace
-from slt.estimators.llc import LLCResult, default_nbeta, llc
+from slt.estimators.llc import LLCResult, llc
 from slt.estimators.llc_calibration import CalibrationResult, llc_calibrate
+from slt.estimators.local_run import default_nbeta
 from slt.estimators.rlct import RLCTResult, rlct
 from slt.estimators.sbic import SBICResult, sbic, sbic_gaussian_mixtures, sbic_reduced_rank
 from slt.estimators.wbic import WBICResult, wbic

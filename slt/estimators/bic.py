@@ -20,9 +20,9 @@ import pandas as pd
 import xarray as xr
 
 from slt.fit import FitResult
-from slt.problem import Problem
+from slt.problem import Problem, require_problem
 from slt.results import Persistable
-from slt.validation import require_instance, require_int, require_problem
+from slt.validation import require_instance, require_int
 
 __all__ = ["BICResult", "bic"]
 

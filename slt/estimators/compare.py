@@ -74,7 +74,7 @@ from slt.estimators.wbic import (
     wbic_beta,
 )
 from slt.fit import fit_map
-from slt.problem import Problem
+from slt.problem import Problem, require_problem
 from slt.results import Persistable
 from slt.samplers.nuts import pointwise_loglik_of_draws
 from slt.validation import (
@@ -82,7 +82,6 @@ from slt.validation import (
     require_callable,
     require_instance,
     require_key,
-    require_problem,
 )
 
 __all__ = ["ComparisonResult", "compare", "DEFAULT_METHODS", "METHODS"]

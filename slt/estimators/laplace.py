@@ -35,9 +35,9 @@ import xarray as xr
 from jax.flatten_util import ravel_pytree
 
 from slt.fit import FitResult
-from slt.problem import Problem
+from slt.problem import Problem, require_problem
 from slt.results import Persistable
-from slt.validation import require_instance, require_int, require_problem
+from slt.validation import require_instance, require_int
 
 __all__ = ["LaplaceResult", "laplace"]
 

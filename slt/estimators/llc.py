@@ -32,41 +32,32 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from slt.estimators.llc_calibration import llc_calibrate
+from slt.estimators.local_run import (
+    MAX_DRIFT,
+    default_nbeta,
+    trace_drift,
+    trace_statistics,
+    validate_local_run,
+)
 from slt.problem import Params, Problem
 from slt.results import Persistable
 from slt.samplers.local_chains import configurational_temperature, run_chains
-from slt.samplers.sgld import PRECONDITIONERS
 from slt.validation import (
     InputError,
     require_instance,
-    require_int,
-    require_key,
-    require_one_of,
-    require_params,
-    require_positive,
-    require_problem,
     require_step_size,
 )
 
-__all__ = ["LLCResult", "llc", "default_nbeta", "validate_local_run"]
+__all__ = ["LLCResult", "llc"]
 
 # Acceptance below this, or more than this fraction of draws under L_n(w*), earns a warning.
 LOW_ACCEPTANCE = 0.5
 NEGATIVE_FRACTION = 0.5
 # A configurational temperature further than this from 1 (and 3 standard errors) earns a warning.
 HOT_TEMPERATURE = 0.1
-# lambda_hat moving between the halves of the run by more than this many standard errors
-# (`trace_drift`) earns a warning and fails a calibration candidate.
-MAX_DRIFT = 3.0
 # step_size="auto" halves a calibrated step whose run is hot at most this many times.
 AUTO_HALVINGS = 3
-
-
-def default_nbeta(n: int) -> float:
-    """n beta at beta = 1 / log n (Watanabe's WBIC temperature): n / log n."""
-    if n < 2:
-        raise ValueError(f"n beta = n / log n needs n >= 2, got n = {n}")
-    return n / np.log(n)
 
 
 @dataclass(frozen=True)
@@ -399,8 +390,6 @@ def llc(  # 18 user parameters (Args), flat for help(); 84/171 lines docstring
 def _calibrated_step_size(problem, params, key, calibration, *, progress, **fixed) -> float:
     """The step size `llc_calibrate` chooses for llc's own settings `fixed` (gamma, nbeta,
     batch_size, preconditioner, include_prior) and the further options `calibration`."""
-    from slt.estimators.llc_calibration import llc_calibrate
-
     clashing = sorted(set(calibration) & {*fixed, "gammas", "progress"})
     if clashing:
         raise InputError(
@@ -542,49 +531,3 @@ def _diagnostics(result: LLCResult, kept: np.ndarray) -> list[str]:
             "settled; warm up longer (num_warmup) or draw more"
         )
     return messages
-
-
-def trace_statistics(values: np.ndarray) -> tuple[float, float, float, float]:
-    """Mean, standard error (sd / sqrt(ESS)), bulk ESS and R-hat of a (chain, draw) array."""
-    chains, draws = values.shape
-    ess = float(az.ess(values)) if draws >= 4 else float(values.size)
-    rhat = float(az.rhat(values)) if chains >= 2 and draws >= 4 else float("nan")
-    std_error = float(values.std() / np.sqrt(max(ess, 1.0)))
-    return float(values.mean()), std_error, ess, rhat
-
-
-def trace_drift(values: np.ndarray) -> float:
-    """How far the mean of a (chain, draw) trace moves between the two halves of the run.
-
-    |mean(second half) - mean(first half)| in standard errors of that difference (each
-    half's standard error from its own ESS, `trace_statistics`). A stationary trace gives
-    about |N(0, 1)|; chains that are still spreading out from w* (too short a warmup for the
-    step size) give a rising lambda_hat and a large value. NaN with fewer than 8 draws.
-    """
-    half = values.shape[1] // 2
-    if half < 4:
-        return float("nan")
-    first, second = values[:, :half], values[:, half : 2 * half]
-    se_first, se_second = (trace_statistics(part)[1] for part in (first, second))
-    return float(abs(second.mean() - first.mean()) / np.hypot(se_first, se_second))
-
-
-def validate_local_run(problem, params, key, *, gamma, nbeta, batch_size, preconditioner, counts):
-    """Check the arguments `llc` and `llc_calibrate` share (`slt.validation` helpers).
-
-    `gamma` may be an array of candidates; `counts` maps an integer argument's name to
-    (value, minimum).
-
-    Raises:
-      InputError: naming the first bad argument.
-    """
-    require_problem(problem)
-    require_params(problem, params)
-    require_key(key)
-    for name, (value, minimum) in {"batch_size": (batch_size, 1), **counts}.items():
-        require_int(name, value, minimum=minimum)
-    for value in np.ravel(gamma):
-        require_positive("gamma", value, allow_zero=True)
-    if nbeta is not None:
-        require_positive("nbeta", nbeta)
-    require_one_of("preconditioner", preconditioner, PRECONDITIONERS)

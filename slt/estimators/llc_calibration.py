@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from slt.estimators.llc import (
+from slt.estimators.local_run import (
     MAX_DRIFT,
     default_nbeta,
     trace_drift,

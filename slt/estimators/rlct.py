@@ -53,9 +53,9 @@ import xarray as xr
 
 from slt.estimators.wbic import TemperedDraws, WBICResult, summarise_draws, tempered_draws
 from slt.fit import FitResult
-from slt.problem import Problem
+from slt.problem import Problem, require_problem
 from slt.results import Persistable
-from slt.validation import require_int, require_key, require_positive, require_problem
+from slt.validation import require_int, require_key, require_positive
 
 __all__ = ["RLCTResult", "rlct", "rlct_from_draws", "DEFAULT_MULTIPLIERS"]
 

@@ -28,10 +28,10 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from slt.estimators.llc import trace_statistics
 from slt.estimators.llc_calibration import llc_calibrate
+from slt.estimators.local_run import trace_statistics
 from slt.fit import fit_map
-from slt.problem import Problem
+from slt.problem import Problem, require_problem
 from slt.results import Persistable, leaf_name
 from slt.samplers.local_chains import run_chains
 from slt.samplers.nuts import sample_nuts
@@ -44,7 +44,6 @@ from slt.validation import (
     require_one_of,
     require_params,
     require_positive,
-    require_problem,
     require_step_size,
 )
 

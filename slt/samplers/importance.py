@@ -46,7 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
-from slt.problem import Problem
+from slt.problem import Problem, require_problem
 from slt.samplers.mixture_proposal import (
     GaussianMixture,
     fit_gaussian_mixture,
@@ -54,7 +54,7 @@ from slt.samplers.mixture_proposal import (
     sample_mixture,
     whitening_factor,
 )
-from slt.validation import InputError, require_int, require_key, require_problem
+from slt.validation import InputError, require_int, require_key
 
 __all__ = ["ImportanceRun", "MAX_PERMUTATIONS", "default_components", "importance_log_evidence"]
 

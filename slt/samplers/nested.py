@@ -95,7 +95,7 @@ from blackjax.ns.utils import finalise, log_weights
 from jax.scipy.special import logsumexp
 from tqdm.auto import tqdm
 
-from slt.problem import Problem
+from slt.problem import Problem, require_problem
 from slt.samplers.tempering import sample_prior
 from slt.validation import (
     InputError,
@@ -103,7 +103,6 @@ from slt.validation import (
     require_in_interval,
     require_int,
     require_key,
-    require_problem,
 )
 
 __all__ = ["NestedRun", "nested_sampling"]

@@ -97,7 +97,7 @@ from jax.scipy.special import logsumexp
 from numpyro import handlers
 
 from slt import compile_cache
-from slt.problem import Problem
+from slt.problem import Problem, require_problem
 from slt.samplers.checkpoint import Checkpoint, join_records
 from slt.samplers.mixture_proposal import (
     cross_fitted_independence_sweep,
@@ -113,7 +113,6 @@ from slt.validation import (
     require_int,
     require_key,
     require_positive,
-    require_problem,
 )
 
 __all__ = ["SMCRun", "sample_prior", "tempered_smc"]

@@ -1,0 +1,81 @@
+"""What `llc` and `llc_calibrate` share: the local posterior's default temperature, the checks
+of a local run's arguments, and the statistics of its loss traces.
+
+Both estimators sample the local tempered posterior pi(w) ∝ exp(-n beta L_n(w) - (gamma / 2)
+||w - w*||^2) with `slt.samplers.local_chains.run_chains`; the calibration runs candidate step
+sizes and `llc` may call the calibration (step_size="auto"), so what both use lives here, below
+both.
+"""
+
+from __future__ import annotations
+
+import arviz as az
+import numpy as np
+
+from slt.problem import require_problem
+from slt.samplers.sgld import PRECONDITIONERS
+from slt.validation import (
+    require_int,
+    require_key,
+    require_one_of,
+    require_params,
+    require_positive,
+)
+
+__all__ = ["MAX_DRIFT", "default_nbeta", "trace_drift", "trace_statistics", "validate_local_run"]
+
+# lambda_hat moving between the halves of the run by more than this many standard errors
+# (`trace_drift`) earns a warning and fails a calibration candidate.
+MAX_DRIFT = 3.0
+
+def default_nbeta(n: int) -> float:
+    """n beta at beta = 1 / log n (Watanabe's WBIC temperature): n / log n."""
+    if n < 2:
+        raise ValueError(f"n beta = n / log n needs n >= 2, got n = {n}")
+    return n / np.log(n)
+
+
+def trace_statistics(values: np.ndarray) -> tuple[float, float, float, float]:
+    """Mean, standard error (sd / sqrt(ESS)), bulk ESS and R-hat of a (chain, draw) array."""
+    chains, draws = values.shape
+    ess = float(az.ess(values)) if draws >= 4 else float(values.size)
+    rhat = float(az.rhat(values)) if chains >= 2 and draws >= 4 else float("nan")
+    std_error = float(values.std() / np.sqrt(max(ess, 1.0)))
+    return float(values.mean()), std_error, ess, rhat
+
+
+def trace_drift(values: np.ndarray) -> float:
+    """How far the mean of a (chain, draw) trace moves between the two halves of the run.
+
+    |mean(second half) - mean(first half)| in standard errors of that difference (each
+    half's standard error from its own ESS, `trace_statistics`). A stationary trace gives
+    about |N(0, 1)|; chains that are still spreading out from w* (too short a warmup for the
+    step size) give a rising lambda_hat and a large value. NaN with fewer than 8 draws.
+    """
+    half = values.shape[1] // 2
+    if half < 4:
+        return float("nan")
+    first, second = values[:, :half], values[:, half : 2 * half]
+    se_first, se_second = (trace_statistics(part)[1] for part in (first, second))
+    return float(abs(second.mean() - first.mean()) / np.hypot(se_first, se_second))
+
+
+def validate_local_run(problem, params, key, *, gamma, nbeta, batch_size, preconditioner, counts):
+    """Check the arguments `llc` and `llc_calibrate` share (`slt.validation` helpers).
+
+    `gamma` may be an array of candidates; `counts` maps an integer argument's name to
+    (value, minimum).
+
+    Raises:
+      InputError: naming the first bad argument.
+    """
+    require_problem(problem)
+    require_params(problem, params)
+    require_key(key)
+    for name, (value, minimum) in {"batch_size": (batch_size, 1), **counts}.items():
+        require_int(name, value, minimum=minimum)
+    for value in np.ravel(gamma):
+        require_positive("gamma", value, allow_zero=True)
+    if nbeta is not None:
+        require_positive("nbeta", nbeta)
+    require_one_of("preconditioner", preconditioner, PRECONDITIONERS)
