@@ -101,9 +101,17 @@ class Problem:
       exchangeable: the declared exchangeable sites (() for none, and for `from_loss`).
 
     Example:
-      >>> problem = Problem(model, {"x": x, "y": y})
-      >>> params = problem.init(jax.random.key(0))
-      >>> problem.loglik(params, problem.data).shape   # (n,)
+      >>> import numpyro, numpyro.distributions as dist
+      >>> def model(x, y=None):
+      ...     w = numpyro.sample("w", dist.Normal(0.0, 1.0))
+      ...     with numpyro.plate("data", x.shape[0]):
+      ...         numpyro.sample("y", dist.Normal(w * x, 1.0), obs=y)
+      >>> x = jnp.linspace(-1.0, 1.0, 5)
+      >>> problem = Problem(model, {"x": x, "y": 2.0 * x})
+      >>> problem
+      Problem(model, n=5, dim=1, sites=['w'], dtype=float64)
+      >>> problem.loglik({"w": jnp.array(2.0)}, problem.data).round(4)   # log N(0; 0, 1) each
+      Array([-0.9189, -0.9189, -0.9189, -0.9189, -0.9189], dtype=float64)
     """
 
     def __init__(

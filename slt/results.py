@@ -297,8 +297,14 @@ def save(result: Any, path: str | os.PathLike, *, overwrite: bool = False) -> Pa
       FileExistsError: ``path`` exists and ``overwrite`` is False.
 
     Example:
-      >>> slt.results.save(result, "llc.nc")
-      >>> slt.results.load("llc.nc")
+      >>> import tempfile, pathlib
+      >>> folder = tempfile.TemporaryDirectory()     # removed when `folder` is
+      >>> spec = slt.models.fixed_component_mixture()
+      >>> fisher = slt.fisher_information(spec, {"pi": 0.5, "mu": 0.0, "sigma": 1.0})
+      >>> path = slt.results.save(fisher, pathlib.Path(folder.name) / "fisher.nc")
+      >>> loaded = slt.results.load(path)
+      >>> type(loaded).__name__, loaded.rank, bool(np.array_equal(loaded.matrix, fisher.matrix))
+      ('FisherResult', 2, True)
     """
     if not dataclasses.is_dataclass(result) or isinstance(result, type):
         raise TypeError(f"save takes a result dataclass instance, got {type(result).__name__}")

@@ -20,7 +20,7 @@ Example:
   0.0001
   >>> require_int("num_chains", 0, minimum=1)
   Traceback (most recent call last):
-  InputError: num_chains must be an integer >= 1, got 0
+  slt.validation.InputError: num_chains must be an integer >= 1, got 0
 """
 
 from __future__ import annotations

@@ -409,8 +409,15 @@ class OutputFolder:
     (before any long computation) if one exists and `force` is False, and creates the folder.
 
     Example:
-      >>> out = OutputFolder("results", ["table.csv", "plot.png"], force=False)
-      >>> out.write("table.csv", lambda path: frame.to_csv(path))
+      >>> import tempfile
+      >>> folder = tempfile.TemporaryDirectory()     # removed when `folder` is
+      >>> out = OutputFolder(folder.name, ["table.csv"], force=False)
+      >>> frame = pd.DataFrame({"F": [141.6]}, index=["d=2"])
+      >>> out.write("table.csv", lambda path: frame.to_csv(path)).read_text().splitlines()
+      [',F', 'd=2,141.6']
+      >>> OutputFolder(folder.name, ["table.csv"], force=False)   # refuses before any work
+      Traceback (most recent call last):
+      slt.cli.inputs.UsageError: /.../table.csv already exist(s); pass --force to overwrite
     """
 
     def __init__(self, directory: str | Path, names: Iterable[str], *, force: bool) -> None:

@@ -96,8 +96,10 @@ def bic(problem: Problem, fit: FitResult, *, dim: int | None = None) -> BICResul
       ValueError: the fit's log-likelihood is not finite.
 
     Example:
-      >>> fit = slt.fit_map(problem, jax.random.key(0), prior=False)
-      >>> slt.bic(problem, fit).free_energy
+      >>> fit = slt.fit_map(problem, key, prior=False)      # the MLE
+      >>> result = slt.bic(problem, fit)
+      >>> round(result.free_energy, 3), round(result.bic, 3)   # n L_n + (d/2) log n; twice that
+      (140.848, 281.696)
 
     References:
       Schwarz, "Estimating the dimension of a model", Ann. Statist. 6:461–464, 1978.

@@ -307,10 +307,16 @@ def compare(  # 13 user parameters (Args), flat for help(); 45/116 lines docstri
       ValueError: no problems, or an unknown method (the message lists them).
 
     Example:
-      >>> problems = {f"K={k}": slt.models.gaussian_mixture(k).problem(data) for k in (1, 2, 3)}
-      >>> result = slt.compare(problems, jax.random.key(0))
-      >>> result.table, result.choices
-      >>> result.plot()
+      >>> x, y = problem.data["x"], problem.data["y"]        # simulated at w = (1, -0.5)
+      >>> smaller = slt.models.linear_regression(1).problem({"x": x[:, :1], "y": y})
+      >>> result = slt.compare({"d=1": smaller, "d=2": problem}, key,
+      ...                      methods=("bic", "laplace"), progress=False)
+      >>> result.choices
+      {'bic': 'd=2', 'laplace': 'd=2'}
+      >>> result.table[["bic", "laplace"]].round(1)
+             bic  laplace
+      d=1  149.6    150.1
+      d=2  140.9    141.6
     """
     methods = (methods,) if isinstance(methods, str) else tuple(methods)
     unknown = set(methods) - set(METHODS)

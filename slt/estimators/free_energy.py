@@ -312,8 +312,12 @@ def free_energy(  # 10 user parameters + **smc_options (Args), flat for help(); 
       CheckpointError (a ValueError): the file at `checkpoint` belongs to another run.
 
     Example:
-      >>> result = slt.free_energy(problem, jax.random.key(0))
-      >>> result.free_energy, result.std_error
+      >>> result = slt.free_energy(problem, key, num_particles=100, progress=False)
+      >>> round(result.free_energy, 2), round(result.std_error, 2)
+      (141.54, 0.03)
+      >>> x, y = problem.data["x"], problem.data["y"]
+      >>> round(-slt.truth.linear_regression_log_evidence(x, y, 1.0, 1.0), 2)   # exact F
+      141.55
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; available: {', '.join(METHODS)}")

@@ -153,9 +153,13 @@ def laplace(problem: Problem, fit: FitResult, *, num_modes: int = 1) -> LaplaceR
         or a non-finite Hessian.
 
     Example:
-      >>> fit = slt.fit_map(problem, jax.random.key(0))
+      >>> fit = slt.fit_map(problem, key)
       >>> result = slt.laplace(problem, fit)
-      >>> result.log_evidence, result.singular
+      >>> round(result.log_evidence, 4), result.singular
+      (-141.5507, False)
+      >>> x, y = problem.data["x"], problem.data["y"]     # exact for conjugate linear regression
+      >>> round(slt.truth.linear_regression_log_evidence(x, y, 1.0, 1.0), 4)
+      -141.5507
 
     References:
       Tierney & Kadane, "Accurate approximations for posterior moments and marginal

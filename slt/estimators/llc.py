@@ -315,9 +315,10 @@ def llc(  # 18 user parameters (Args), flat for help(); 84/171 lines docstring
       CheckpointError (a ValueError): the file at `checkpoint` belongs to another run.
 
     Example:
-      >>> fit = slt.fit_map(problem, key, prior=False)
-      >>> result = slt.llc(problem, fit.params, key, step_size=1e-4, num_samples=2000)
-      >>> result.llc_mean, result.std_error
+      >>> result = slt.llc(problem, params, key, step_size=1e-2, num_samples=200,
+      ...                  num_warmup=200, progress=False)     # at the true parameters
+      >>> round(result.llc_mean, 2), round(result.std_error, 2)  # lambda = d/2 = 1 (regular)
+      (0.92, 0.08)
     """
     step_size = require_step_size("step_size", step_size)
     calibration = {} if calibration is None else dict(

@@ -418,8 +418,10 @@ def wbic(
       CheckpointError (a ValueError): the file at `checkpoint` belongs to another run.
 
     Example:
-      >>> result = slt.wbic(problem, jax.random.key(0))
-      >>> result.wbic, result.std_error, result.rhat
+      >>> result = slt.wbic(problem, key, sampler="nuts", num_warmup=100, num_samples=100,
+      ...                   progress=False)
+      >>> round(result.wbic, 1), round(result.std_error, 1)   # close to F = -log Z = 141.55
+      (141.1, 0.4)
 
     References:
       Watanabe, "A widely applicable Bayesian information criterion", JMLR 14:867–897, 2013.

@@ -380,9 +380,10 @@ def fisher_information(  # 11 user parameters (Args), flat for help()
         model's outputs overflow).
 
     Example:
-      >>> spec = slt.models.fixed_component_mixture()
+      >>> spec = slt.models.fixed_component_mixture()    # pi N(mu, sigma^2) + (1 - pi) N(0, 1)
       >>> fisher = fisher_information(spec, {"pi": 0.5, "mu": 0.0, "sigma": 1.0})
-      >>> fisher.rank          # 2: pi is unidentifiable when both components are N(0, 1)
+      >>> fisher.rank          # of d = 3: pi is unidentifiable when both components are N(0, 1)
+      2
     """
     rank_tol = check_rank_tol(rank_tol)
     if chunk_size is not None:

@@ -103,8 +103,10 @@ def kl_divergence(
 
     Example:
       >>> spec = slt.models.fixed_component_mixture()
-      >>> kl_divergence(spec, {"pi": 0.5, "mu": 1.0, "sigma": 1.0},
-      ...                     {"pi": 0.5, "mu": 1.1, "sigma": 1.0})
+      >>> kl = kl_divergence(spec, {"pi": 0.5, "mu": 1.0, "sigma": 1.0},
+      ...                          {"pi": 0.5, "mu": 1.1, "sigma": 1.0})
+      >>> round(kl, 6)       # about (1/2) 0.1^2 I_mu,mu for a small step in mu
+      0.001415
     """
     with jax.enable_x64(True):
         observation, _ = observation_model(model, w0)

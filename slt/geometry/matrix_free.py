@@ -75,8 +75,16 @@ def fisher_vector_product(
       linearisation at theta (memory O(n * width)), never a d x d matrix.
 
     Example:
+      >>> spec = slt.models.two_layer_network(1, 2, 1, activation="relu")      # d = 7
+      >>> values = {"V": jnp.array([[1.0], [-1.0]]), "b": jnp.array([0.5, 0.5]),
+      ...           "U": jnp.array([[1.0, 2.0]]), "c": jnp.array([0.0])}
+      >>> x = jnp.linspace(-2.0, 2.0, 9)[:, None]
       >>> fvp = fisher_vector_product(spec, values, x=x)
-      >>> fvp(np.ones(spec.dim))
+      >>> fvp(np.ones(spec.dim)).round(4)
+      array([ 3.0556, -2.2222,  2.7778,  3.1111,  4.4444,  1.8889,  3.7778])
+      >>> fisher = slt.fisher_information(spec, values, x=x)      # the d x d matrix, for once
+      >>> bool(np.allclose(fvp(np.ones(spec.dim)), fisher.matrix @ np.ones(spec.dim)))
+      True
     """
     with jax.enable_x64(True):
         product = _product(model, params, x, x_weights, coordinates)[0]
@@ -300,8 +308,13 @@ def fisher_spectrum(
       A `LanczosSpectrum`.
 
     Example:
-      >>> spectrum = fisher_spectrum(spec, values, x=x, key=jax.random.key(0), num_steps=450)
-      >>> spectrum.rank, spectrum.top(3)
+      >>> spec = slt.models.two_layer_network(1, 2, 1, activation="relu")      # d = 7
+      >>> values = {"V": jnp.array([[1.0], [-1.0]]), "b": jnp.array([0.5, 0.5]),
+      ...           "U": jnp.array([[1.0, 2.0]]), "c": jnp.array([0.0])}
+      >>> x = jnp.linspace(-2.0, 2.0, 9)[:, None]
+      >>> spectrum = fisher_spectrum(spec, values, x=x, key=jax.random.key(0), num_steps=7)
+      >>> spectrum.rank, spectrum.top(3).round(4)   # two null directions: the ReLU rescalings
+      (5, array([7.1506, 3.1823, 0.5669]))
     """
     rank_tol = check_rank_tol(rank_tol)
     num_steps = require_int("num_steps", num_steps, minimum=1)

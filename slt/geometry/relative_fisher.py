@@ -176,7 +176,9 @@ def activation_function(
       (f, f_prime), both elementwise functions of t.
 
     Example:
-      >>> f, f_prime = activation_function("softplus", smoothness=0.5)
+      >>> f, f_prime = activation_function("softplus", smoothness=0.5)   # w log(1 + e^(t/w))
+      >>> round(float(f(0.0)), 4), float(f_prime(0.0))                   # w log 2, sigm(0)
+      (0.3466, 0.5)
     """
     given = {"slope": slope, "smoothness": smoothness, "alpha": alpha}
     if callable(activation) and not isinstance(activation, str):
@@ -233,7 +235,8 @@ def neuron_weight(
       nu(t), the shape of t.
 
     Example:
-      >>> neuron_weight("relu", jnp.array([-1.0, 2.0]), noise_scale=0.5)   # [0, 4]
+      >>> neuron_weight("relu", jnp.array([-1.0, 2.0]), noise_scale=0.5)   # 1[t > 0] / s^2
+      Array([0., 4.], dtype=float64)
     """
     shape = {"slope": slope, "smoothness": smoothness, "alpha": alpha}
     return _response(activation, noise_scale, shape)(jnp.asarray(t))
@@ -291,7 +294,12 @@ def neuron_fisher(
       inputs with nu > 0 (a dead ReLU unit gives the zero matrix).
 
     Example:
-      >>> neuron_fisher("sigmoid", jnp.array([1.0, -0.5]), 0.2, x)   # logistic regression
+      >>> x = jnp.array([[0.0, 1.0], [1.0, 0.0], [1.0, 1.0], [2.0, -1.0]])
+      >>> fisher = neuron_fisher("sigmoid", jnp.array([1.0, -0.5]), 0.2, x)   # logistic regression
+      >>> np.asarray(fisher).round(3)                                          # (w_1, w_2, b)
+      array([[0.159, 0.026, 0.129],
+             [0.026, 0.131, 0.102],
+             [0.129, 0.102, 0.176]])
     """
     w, b = jnp.asarray(w), jnp.asarray(b)
     if w.ndim != 1 or b.shape != ():
@@ -326,7 +334,11 @@ def layer_fisher(
       (m (D_x + 1), m (D_x + 1)), neuron-major: (W[0, :], b[0], W[1, :], b[1], ...).
 
     Example:
-      >>> layer_fisher("relu", V, b, x, noise_scale=1.0)
+      >>> x = jnp.array([[0.0, 1.0], [1.0, 0.0], [1.0, 1.0], [2.0, -1.0]])
+      >>> W, b = jnp.array([[1.0, 0.0], [-1.0, 1.0]]), jnp.array([0.0, -5.0])   # unit 2 is dead
+      >>> fisher = layer_fisher("relu", W, b, x, noise_scale=1.0)
+      >>> fisher.shape, int(jnp.linalg.matrix_rank(fisher))     # unit 2's block is zero
+      ((6, 6), 3)
     """
     augmented = _augmented(x)
     W, b = _layer_parameters(W, b, augmented.shape[1] - 1, "layer_fisher")
@@ -352,7 +364,11 @@ def linear_layer_fisher(x: Any, num_outputs: int, *, noise_scale: float = 1.0) -
       (m (D_x + 1), m (D_x + 1)), neuron-major.
 
     Example:
-      >>> linear_layer_fisher(x, 3, noise_scale=0.5)
+      >>> linear_layer_fisher(jnp.array([[1.0], [-1.0]]), 2, noise_scale=0.5)   # mean x~ x~^T = I
+      Array([[4., 0., 0., 0.],
+             [0., 4., 0., 0.],
+             [0., 0., 4., 0.],
+             [0., 0., 0., 4.]], dtype=float64)
     """
     num_outputs = require_int("num_outputs", num_outputs, minimum=1)
     if not noise_scale > 0:
@@ -377,7 +393,10 @@ def softmax_layer_fisher(W: Any, b: Any, x: Any) -> jax.Array:
       (m (D_x + 1), m (D_x + 1)), class-major: (W[0, :], b[0], W[1, :], b[1], ...).
 
     Example:
-      >>> softmax_layer_fisher(W, b, x)
+      >>> x = jnp.array([[0.0, 1.0], [1.0, 0.0], [1.0, 1.0], [2.0, -1.0]])
+      >>> fisher = softmax_layer_fisher(jnp.zeros((3, 2)), jnp.zeros(3), x)   # 3 classes
+      >>> fisher.shape, int(jnp.linalg.matrix_rank(fisher))                  # (3 - 1)(2 + 1)
+      ((9, 9), 6)
     """
     augmented = _augmented(x)
     W, b = _layer_parameters(W, b, augmented.shape[1] - 1, "softmax_layer_fisher")
@@ -422,7 +441,13 @@ def two_layer_fisher(
       (h (D_x + 1), h (D_x + 1)), hidden-unit-major: (V[0, :], b[0], V[1, :], b[1], ...).
 
     Example:
-      >>> two_layer_fisher(V, b, U, c, x, hidden="tanh", output="identity", noise_scale=0.5)
+      >>> x = jnp.array([[0.0, 1.0], [1.0, 0.0], [1.0, 1.0], [2.0, -1.0]])
+      >>> V, b = jnp.array([[1.0, 0.0], [-1.0, 1.0]]), jnp.zeros(2)
+      >>> U, c = jnp.array([[1.0, 0.0]]), jnp.zeros(1)      # unit 2 has no outgoing weight
+      >>> fisher = two_layer_fisher(V, b, U, c, x, hidden="tanh", output="identity",
+      ...                           noise_scale=0.5)
+      >>> fisher.shape, int(jnp.linalg.matrix_rank(fisher))  # unit 2's block vanishes
+      ((6, 6), 3)
     """
     augmented = _augmented(x)
     V, b = _layer_parameters(V, b, augmented.shape[1] - 1, "two_layer_fisher (V, b)")
@@ -446,7 +471,8 @@ def neuron_major_order(num_units: int, num_inputs: int) -> np.ndarray:
     relative Fisher's order (for a network, the first m (D + 1) coordinates are V and b).
 
     Example:
-      >>> neuron_major_order(2, 3)    # array([0, 1, 2, 6, 3, 4, 5, 7])
+      >>> neuron_major_order(2, 3)    # W[0, :], b[0], W[1, :], b[1]
+      array([0, 1, 2, 6, 3, 4, 5, 7])
     """
     units, inputs = int(num_units), int(num_inputs)
     if units < 1 or inputs < 1:

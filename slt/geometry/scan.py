@@ -246,8 +246,17 @@ def fisher_scan(  # 13 user parameters (Args), flat for help(); 29/99 lines docs
     Example:
       >>> spec = slt.models.fixed_component_mixture()
       >>> scan = fisher_scan(spec, {"pi": 0.5, "mu": 1.0, "sigma": 1.0},
-      ...                    {"pi": np.linspace(0, 1, 101), "mu": np.linspace(-3, 3, 121)})
-      >>> scan["rank"].sel(mu=0.0)      # 2 along mu = 0, 1 at pi = 0, 0 at the corner
+      ...                    {"pi": np.linspace(0, 1, 5), "mu": np.linspace(-2, 2, 5)},
+      ...                    progress=False)
+      >>> scan["rank"].values    # rows pi = 0, ..., 1; columns mu = -2, ..., 2
+      array([[1, 1, 0, 1, 1],
+             [3, 3, 2, 3, 3],
+             [3, 3, 2, 3, 3],
+             [3, 3, 2, 3, 3],
+             [3, 3, 2, 3, 3]])
+
+    The rank is 2 along mu = 0 (pi unidentifiable), 1 at pi = 0 (mu and sigma
+    unidentifiable) and 0 where both meet.
     """
     rank_tol = check_rank_tol(rank_tol)
     chunk_size = require_int("chunk_size", chunk_size, minimum=1)

@@ -96,8 +96,14 @@ def generators(values: Mapping[str, Any], activation: str) -> np.ndarray:
     tanh / sigmoid: no columns. Rows follow the flat order V, b, U, c (row-major).
 
     Example:
-      >>> xi = generators({"V": V, "U": U}, "identity")     # (h n + m h, h^2)
-      >>> np.abs(fisher.matrix @ xi).max()                  # ~0
+      >>> spec = slt.models.two_layer_network(2, 2, 1, activation="identity", bias=False)
+      >>> values = {"V": jnp.array([[1.0, 0.5], [-0.5, 1.0]]), "U": jnp.array([[1.0, -1.0]])}
+      >>> fisher = slt.fisher_information(spec, values, x=jax.random.normal(key, (20, 2)))
+      >>> xi = generators(values, "identity")         # (h n + m h, h^2): U V = U A^-1 A V
+      >>> xi.shape, fisher.dim - fisher.rank          # the generators span the null space
+      ((6, 4), 4)
+      >>> bool(np.abs(fisher.matrix @ xi).max() < 1e-12)
+      True
     """
     _check_activation(activation)
     net = _network(values)
@@ -243,8 +249,13 @@ def null_space_split(fisher: FisherResult, generator_matrix: np.ndarray) -> Null
       A `NullSpaceSplit`.
 
     Example:
+      >>> spec = slt.models.two_layer_network(1, 2, 1, activation="relu")
+      >>> values = {"V": jnp.array([[1.0], [-1.0]]), "b": jnp.array([0.5, 0.5]),
+      ...           "U": jnp.array([[1.0, 2.0]]), "c": jnp.array([0.0])}
+      >>> fisher = slt.fisher_information(spec, values, x=jnp.linspace(-2.0, 2.0, 9)[:, None])
       >>> split = null_space_split(fisher, generators(values, "relu"))
       >>> split.symmetry_dimension, split.excess_dimension      # (h, 0) generically
+      (2, 0)
     """
     generator_matrix = np.asarray(generator_matrix, dtype=np.float64)
     if generator_matrix.ndim != 2 or generator_matrix.shape[0] != fisher.dim:

@@ -1,9 +1,12 @@
 """NumPyro model builders. Each returns a `ModelSpec`: the model, its documented prior, its
 parameter count d, and `simulate(key, true_params, n)`.
 
->>> spec = slt.models.reduced_rank_regression(5, 3, 5)
->>> data = spec.simulate(jax.random.key(0), true_values, n=1000)
+>>> spec = slt.models.reduced_rank_regression(3, 2, 3)    # y = W2 W1 x + eps, rank <= 2
+>>> true_values = {"W1": jnp.ones((2, 3)), "W2": jnp.ones((3, 2))}
+>>> data = spec.simulate(jax.random.key(0), true_values, n=100)
 >>> problem = spec.problem(data)
+>>> problem
+Problem(model, n=100, dim=12, sites=['W1', 'W2'], dtype=float64)
 """
 
 from slt.models.base import ModelSpec

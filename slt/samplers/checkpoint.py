@@ -127,13 +127,22 @@ class Checkpoint:
       FileNotFoundError: the directory of `path` does not exist (checked before any work).
 
     Example:
-      >>> store = Checkpoint(path, "my_sampler", problem=problem, key=key, num_steps=1000)
-      >>> state, chunks, done, run_time = store.resume(initial_state)
-      >>> for unit in range(done, num_units):   # `slt.samplers.runner.run_units` does this
-      ...     state, record = advance(state, unit)
-      ...     chunks.append(record)
-      ...     store.save(state, chunks, units_done=unit + 1, run_time=...,
-      ...                complete=unit + 1 == num_units)
+      >>> import tempfile, pathlib
+      >>> folder = tempfile.TemporaryDirectory()     # removed when `folder` is
+      >>> path = pathlib.Path(folder.name) / "run.npz"
+      >>> def run(num_units, stop_after):   # `slt.samplers.runner.run_units` does this
+      ...     store = Checkpoint(path, "counter", problem=problem, key=key, num_units=num_units)
+      ...     state, chunks, done, run_time = store.resume(jnp.zeros(2))  # template state
+      ...     for unit in range(done, min(num_units, stop_after)):
+      ...         state = state + 1.0                        # one unit of work
+      ...         chunks.append((np.full((2, 1), unit),))    # its records, (chain, step)
+      ...         store.save(state, chunks, units_done=unit + 1, run_time=0.0,
+      ...                    complete=unit + 1 == num_units)
+      ...     return state, done
+      >>> run(num_units=3, stop_after=2)          # (state, units done before): stopped after 2
+      (Array([2., 2.], dtype=float64), 0)
+      >>> run(num_units=3, stop_after=3)          # resumes at the third unit
+      (Array([3., 3.], dtype=float64), 2)
     """
 
     def __init__(self, path: str | os.PathLike | None, sampler: str, **identity):

@@ -196,8 +196,12 @@ def importance_log_evidence(
         more than `MAX_PERMUTATIONS` label orders.
 
     Example:
-      >>> run = tempered_smc(problem, jax.random.key(0))
-      >>> importance_log_evidence(problem, jax.random.key(1), run.particles).log_evidence
+      >>> from slt.samplers.tempering import tempered_smc
+      >>> run = tempered_smc(problem, key, num_particles=100, progress=False)
+      >>> result = importance_log_evidence(problem, jax.random.key(1), run.particles,
+      ...                                  num_samples=1000)
+      >>> round(result.log_evidence, 2), round(result.std_error, 2)   # exact: -141.55
+      (-141.58, 0.02)
     """
     require_problem(problem)
     require_key(key)

@@ -243,8 +243,11 @@ def sample_nuts(  # 13 user parameters (Args), flat for help(); 32/105 lines doc
       slt.samplers.checkpoint.CheckpointError: the file at `checkpoint` is from another run.
 
     Example:
-      >>> draws = sample_nuts(problem, jax.random.key(0), np.full(4, 1 / np.log(problem.n)))
-      >>> draws.nll.mean()          # WBIC
+      >>> betas = np.full(4, 1 / np.log(problem.n))     # four chains at WBIC's temperature
+      >>> draws = sample_nuts(problem, key, betas, num_warmup=100, num_samples=100,
+      ...                     progress=False)
+      >>> draws.nll.shape, round(float(draws.nll.mean()), 1)   # (chain, draw); WBIC
+      ((4, 100), 141.1)
     """
     betas = np.asarray(betas, dtype=np.float64).reshape(-1)
     _validate(problem, betas, num_warmup, num_samples, chunk_size)
