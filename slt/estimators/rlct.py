@@ -255,7 +255,8 @@ def rlct(  # 11 user parameters + **sampler_options (Args), flat for help()
     Raises:
       InputError (a ValueError, `slt.validation`): problem, key, num_chains or
         max_multiplicity invalid, a beta (or multiplier) not finite and > 0, and what the
-        sampler rejects.
+        sampler rejects (the default "smc" path reaches beta <= 1 only: with the default
+        multipliers, up to 4 / log n, that needs n >= 55).
       ValueError: n < 3, fewer than 3 distinct betas, n beta <= e (n too small for the
         temperatures: give larger betas).
 

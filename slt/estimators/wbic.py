@@ -199,6 +199,13 @@ def _smc(
     distinct, counts = np.unique(betas, return_counts=True)
     if np.any(counts != counts[0]):
         raise InputError(f"SMC needs the same number of chains at every beta, got {counts}")
+    if distinct[-1] > 1.0:
+        raise InputError(
+            f"the tempered SMC path runs from beta = 0 to 1 and cannot reach beta = "
+            f"{distinct[-1]:.4g} (n = {problem.n}: a multiplier c gives beta = c / log n = "
+            f"c / {np.log(problem.n):.3g}); use betas <= 1 (smaller multipliers, or more data) "
+            f"or sampler='nuts'"
+        )
     run = tempered_smc(problem, key, num_particles=num_samples, num_copies=int(counts[0]),
                        waypoints=distinct, progress=progress, checkpoint=checkpoint, **options)
     draws = smc_draws(run)

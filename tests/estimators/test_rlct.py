@@ -1,12 +1,15 @@
 """lambda from temperatures: regular and singular models, the regression, the BIC beside it."""
 
 import jax
+import jax.numpy as jnp
 import matplotlib
 import numpy as np
 import pytest
 
+from slt import models
 from slt.estimators import rlct
 from slt.estimators.rlct import _regression, range_warning
+from slt.validation import InputError
 
 from .evidence_cases import conjugate_regression, product_model, regression_fit
 
@@ -77,3 +80,13 @@ def test_out_of_range_warning_needs_more_than_two_standard_errors():
     assert range_warning(-0.03, 0.02, 3) is None
     assert "outside [0, d/2 = 2.5]" in range_warning(2.59, 0.02, 5)
     assert "outside" in range_warning(-0.1, 0.02, 5)
+
+
+def test_temperatures_above_one_on_the_smc_path_get_a_clear_error():
+    """At n = 50 the default multiplier 4 gives beta = 4 / log 50 = 1.02, which the tempered
+    path (beta from 0 to 1) cannot reach: the error says so and what to do, instead of
+    complaining about waypoints the user never passed."""
+    spec = models.linear_regression(1)
+    problem = spec.problem(spec.simulate(jax.random.key(0), {"w": jnp.ones(1)}, 50))
+    with pytest.raises(InputError, match=r"cannot reach beta = 1.02.*sampler='nuts'"):
+        rlct(problem, jax.random.key(1), progress=False)
