@@ -69,7 +69,7 @@ def test_same_key_same_result_and_no_recompilation(regression_free_energy):
     np.testing.assert_array_equal(again.per_copy, result.per_copy)
 
 
-@pytest.mark.heavy
+@pytest.mark.slow  # 26 s; the fast suite checks the product model's log Z by nested sampling
 def test_product_model_within_a_third_of_a_nat_of_quadrature():
     case = product_model()
     result = free_energy(case.problem, jax.random.key(1), progress=False)
