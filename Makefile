@@ -22,7 +22,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check slt tests benchmarks
+	$(VENV)/bin/ruff check slt tests benchmarks conftest.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
