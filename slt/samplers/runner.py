@@ -67,7 +67,8 @@ def run_units(
       bar: the progress bar.
       num_units: the number of units of a whole run (at most, with `finished`).
       finished: `finished(state) -> bool`, for runs of adaptive length: stop as soon as it
-        holds (checked before every unit). None: run all `num_units`.
+        holds (checked once before the first unit and after every unit, whose checkpoint it
+        marks complete). None: run all `num_units`.
 
     Returns:
       `Resumed(state, records of every unit so far, units done, seconds spent sampling over
@@ -86,21 +87,20 @@ def run_units(
     def is_complete(state, units_done):
         return finished(state) if finished is not None else units_done == num_units
 
+    complete = is_complete(state, done)
     try:
         with tqdm(total=bar.total, initial=bar.position(state, done), desc=bar.description,
                   unit=bar.unit, disable=not bar.show, leave=False) as progress:
-            for unit in range(done, num_units):
-                if finished is not None and finished(state):
-                    break
-                state, record = advance(state, unit)
+            while not complete and done < num_units:
+                state, record = advance(state, done)
                 records.append(record)
-                done = unit + 1
+                done += 1
+                complete = is_complete(state, done)
                 progress.update(bar.position(state, done) - progress.n)
                 run_time = previous_time + time.perf_counter() - clock
-                store.save(state, records, units_done=done, run_time=run_time,
-                           complete=is_complete(state, done))
+                store.save(state, records, units_done=done, run_time=run_time, complete=complete)
     except KeyboardInterrupt as interrupt:
-        if store.path is None or isinstance(interrupt, Interrupted):
+        if store.path is None:
             raise
         raise Interrupted(store.path, getattr(interrupt, "signal", signal.SIGINT)) from interrupt
     return Resumed(state, records, done, run_time)
