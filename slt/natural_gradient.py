@@ -237,7 +237,12 @@ def _problem_of(model, data) -> Problem:
             raise InputError("a Problem carries its data: leave data=None")
         as_model_spec(model)  # refuses a Problem.from_loss, naming why
         return model
-    require_instance("model", model, ModelSpec, "a Problem or a ModelSpec from slt.models")
+    if callable(model) and not isinstance(model, ModelSpec):  # a NumPyro model function
+        if data is None:
+            raise InputError("a model function needs its data: natural_gradient(model, data)")
+        return Problem(model, data)
+    require_instance("model", model, ModelSpec,
+                     "a Problem, a NumPyro model function or a ModelSpec from slt.models")
     if data is None:
         raise InputError("a ModelSpec needs its data: natural_gradient(spec, data, ...)")
     return model.problem(data)

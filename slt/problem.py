@@ -33,6 +33,7 @@ from numpyro import handlers
 from numpyro.distributions import biject_to
 from numpyro.distributions.distribution import validation_enabled
 
+from slt.prediction import LIKELIHOODS, Prediction, leaf_names
 from slt.validation import (
     InputError,
     call_naming_shapes,
@@ -99,6 +100,9 @@ class Problem:
       n: number of examples. dim: number of unconstrained parameters (after constraints: a
       K-simplex counts K - 1). data: the validated data. site_names: latent site names.
       exchangeable: the declared exchangeable sites (() for none, and for `from_loss`).
+      prediction: the `slt.prediction.Prediction` of `from_predict` (None otherwise). For
+      `from_loss` / `from_predict` the site names are the parameter pytree's paths
+      (`slt.prediction.leaf_names`: "W1", "params/Dense_0/kernel").
 
     Example:
       >>> import numpyro, numpyro.distributions as dist
@@ -128,6 +132,7 @@ class Problem:
         _check_signature(model, arrays, model_kwargs)
         self.model = model
         self.model_kwargs = model_kwargs
+        self.prediction = None
         try:
             prior_trace, self._transforms, template = _abstract_prior_trace(
                 model, arrays, model_kwargs
@@ -214,6 +219,7 @@ class Problem:
         self = cls.__new__(cls)
         self.model = None
         self.model_kwargs = {}
+        self.prediction = None
         self._nll_fn = nll_fn
         self._log_prior_fn = log_prior
         self._traced_nll = jax.jit(nll_fn)
@@ -221,9 +227,7 @@ class Problem:
         self._transforms = None
         self._setup(jax.tree_util.tree_map(jnp.zeros_like, params), arrays, n, x64)
         self.reference_params = params
-        self.site_names = tuple(
-            jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(params)[0]
-        )
+        self.site_names = leaf_names(params)
         self.observed_site_names = ()
         self.exchangeable = ()
         values = call_naming_shapes(lambda: nll_fn(params, arrays), "nll_fn(params, data)", arrays)
@@ -239,6 +243,73 @@ class Problem:
             )
         if log_prior is not None and not np.isfinite(float(log_prior(params))):
             raise ValueError("log_prior is not finite at params")
+        return self
+
+    @classmethod
+    def from_predict(
+        cls,
+        predict_fn: Callable[[Params, jax.Array], jax.Array],
+        params: Params,
+        data: Mapping[str, Any],
+        likelihood: str,
+        *,
+        scale: Any = 1.0,
+        x: str = "x",
+        y: str = "y",
+        log_prior: Callable[[Params], jax.Array] | None = None,
+        x64: bool | None = None,
+    ) -> Problem:
+        """A Problem from a network's prediction function and its likelihood family.
+
+        Like `from_loss`, but the loss is named rather than written: -log p(y | x, w) with
+        p the `likelihood` family of the network outputs `predict_fn(params, x)`
+        (`slt.prediction`: "gaussian" means with noise sd `scale`, "bernoulli" logits,
+        "categorical" logits, "poisson" log rates). Knowing the family, slt's geometry can
+        compute the true Fisher information of the network (= its generalised Gauss-Newton
+        matrix for these families), matrix-free; every estimator works as for `from_loss`.
+
+        Args:
+          predict_fn: `predict_fn(params, x) -> outputs` for a batch x, pure and jittable.
+          params: the trained parameters (any pytree of float arrays).
+          data: dict of arrays with a shared leading example axis, holding x and y.
+          likelihood: "gaussian", "bernoulli", "categorical" or "poisson".
+          scale: the Gaussian noise sd, a float or one per output (broadcasting against an
+            example's outputs); ignored by the other families.
+          x, y: the data keys of the inputs and the observations.
+          log_prior, x64: as in `from_loss`.
+
+        Returns:
+          A Problem whose `prediction` describes the observation model and whose
+          `reference_params` are `params`.
+
+        Raises:
+          InputError (a ValueError): an unknown likelihood, data without x or y, outputs not
+            shaped like y (plus a class axis for "categorical"), y outside what the family
+            observes (0/1, integer labels in [0, K), counts), and what `from_loss` refuses.
+
+        Example:
+          >>> def predict(params, x):
+          ...     return x @ params["w"] + params["b"]
+          >>> x = jnp.linspace(-1.0, 1.0, 8)[:, None]
+          >>> labels = (x[:, 0] > 0).astype(jnp.int32)
+          >>> problem = Problem.from_predict(
+          ...     predict, {"w": jnp.ones(1), "b": jnp.zeros(())}, {"x": x, "y": labels},
+          ...     "bernoulli")
+          >>> problem
+          Problem(from_predict: bernoulli, n=8, dim=2, sites=['b', 'w'], dtype=float64)
+          >>> round(float(problem.loss(problem.reference_params)), 4)  # mean log(1 + e^-|x|)
+          0.4594
+        """
+        if likelihood not in LIKELIHOODS:
+            raise InputError(f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}")
+        require_callable("predict_fn", predict_fn)
+        prediction = Prediction(predict_fn, likelihood, scale if likelihood == "gaussian"
+                                else 1.0, x, y)
+        arrays, _ = _validate_data(data, x64)
+        require_finite_tree(params, "params")
+        prediction.check(params, arrays)
+        self = cls.from_loss(prediction.nll, params, data, log_prior=log_prior, x64=x64)
+        self.prediction = prediction
         return self
 
     # ------------------------------------------------------------------ public functions
@@ -339,7 +410,10 @@ class Problem:
         return self.take(jax.random.choice(key, self.n, (size,), replace=False))
 
     def __repr__(self) -> str:
-        source = "from_loss" if self.model is None else getattr(self.model, "__name__", "model")
+        source = getattr(self.model, "__name__", "model")
+        if self.model is None:
+            source = ("from_loss" if self.prediction is None
+                      else f"from_predict: {self.prediction.likelihood}")
         return (
             f"Problem({source}, n={self.n}, dim={self.dim}, "
             f"sites={list(self.site_names)}, dtype={self.dtype})"

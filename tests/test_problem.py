@@ -301,7 +301,7 @@ def test_a_misshapen_parameter_is_refused_not_broadcast():
         return 0.5 * (batch["y"] - batch["x"] @ params["w"] - params["b"]) ** 2
 
     from_loss = Problem.from_loss(nll, {"w": jnp.zeros(2), "b": jnp.zeros(())}, data)
-    message = r"\['b'\]\" has shape \(1,\); the model's site has shape \(\)"
+    message = r"'b' has shape \(1,\); the model's site has shape \(\)"
     with pytest.raises(InputError, match=message):
         from_loss.loss({"w": jnp.zeros(2), "b": jnp.zeros(1)})
     with pytest.raises(InputError, match="structure of the trained parameters"):

@@ -1,9 +1,12 @@
 """Fisher geometry: where a model is regular and where it is singular.
 
 `model` is a `Problem` built from any NumPyro model (its data give the default inputs x and
-the empirical data) or a `ModelSpec` of `slt.models`; points are constrained site values.
-Exact Fisher and KL cover Gaussian noise, the exponential families of `families`
-(Bernoulli, Binomial, Poisson, Categorical) and scalar mixtures of normals.
+the empirical data), a `Problem.from_predict` of a network trained elsewhere (its points are
+the network's parameter pytrees), a NumPyro model function with its inputs `x=`, or a
+`ModelSpec` of `slt.models`; points are constrained site values. Exact Fisher and KL cover
+Gaussian noise (known or learned scale, per output), the exponential families of `families`
+(Bernoulli, Binomial, Poisson, Categorical, multivariate normal with a fixed covariance) and
+scalar mixtures of normals; Monte Carlo covers any family NumPyro can sample.
 
 * `fisher_information(model, params, kind=...)`: the Fisher matrix I(theta) at one point
   ("exact", "monte_carlo", or the "empirical" gradient outer product), with its spectrum,

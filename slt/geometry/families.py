@@ -16,12 +16,17 @@ Gaussian noise, so that the exact, matrix-free and natural-gradient paths share 
 | Binomial, N trials | logit p | N p (1 - p) | sqrt(N p (1 - p)) |
 | Poisson | log rate | rate | sqrt(rate) |
 | Categorical, K classes | log p (K entries) | diag(p) - p p^T | diag(sqrt p) - sqrt(p) p^T |
+| MultivariateNormal, fixed Sigma = L L^T | the mean m (k entries) | Sigma^-1 | L^-1 |
 
-(The categorical R: R^T R = diag(p) - 2 p p^T + (sum_k p_k) p p^T = diag(p) - p p^T.)
+(The categorical R: R^T R = diag(p) - 2 p p^T + (sum_k p_k) p p^T = diag(p) - p p^T. For the
+multivariate normal the mean stands in for eta = Sigma^-1 m: with Sigma fixed the two differ
+by a constant linear map, and J^T Sigma^-1 J is the Fisher in either; a covariance that
+depends on the parameters is not this family here, `observation` routes it to Monte Carlo.)
 
 KL(p_eta0 || p_eta1) per entry, closed forms: Bernoulli p0 log(p0/p1) + (1-p0)
 log((1-p0)/(1-p1)); Binomial N times that; Poisson r0 log(r0/r1) - r0 + r1; Categorical
-sum_k p0_k (log p0_k - log p1_k).
+sum_k p0_k (log p0_k - log p1_k); MultivariateNormal with one fixed Sigma
+|L^-1 (m0 - m1)|^2 / 2, returned per entry of L^-1 (m0 - m1).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import numpyro.distributions as dist
 __all__ = ["EXPONENTIAL_FAMILIES", "family_of", "family_kl", "natural_parameter",
            "whitening_root"]
 
-EXPONENTIAL_FAMILIES = ("bernoulli", "binomial", "poisson", "categorical")
+EXPONENTIAL_FAMILIES = ("bernoulli", "binomial", "poisson", "categorical", "multivariate_normal")
 
 
 def family_of(base: dist.Distribution) -> str | None:
@@ -46,6 +51,8 @@ def family_of(base: dist.Distribution) -> str | None:
         return "poisson"
     if isinstance(base, (dist.CategoricalLogits, dist.CategoricalProbs)):
         return "categorical"
+    if isinstance(base, dist.MultivariateNormal):
+        return "multivariate_normal"
     return None
 
 
@@ -56,6 +63,8 @@ def natural_parameter(family: str, base: dist.Distribution) -> jax.Array:
         return base.logits
     if family == "poisson":
         return jnp.log(base.rate)
+    if family == "multivariate_normal":
+        return base.loc
     return jax.nn.log_softmax(base.logits, axis=-1)
 
 
@@ -70,6 +79,8 @@ def whitening_root(family: str, base: dist.Distribution):
     if family == "poisson":
         rate = jax.lax.stop_gradient(base.rate)
         return lambda eta: jnp.sqrt(rate) * eta
+    if family == "multivariate_normal":
+        return _whitening_by(base)
     p = jax.lax.stop_gradient(jax.nn.softmax(base.logits, axis=-1))
     root_p = jnp.sqrt(p)
     # (R eta)_k = sqrt(p_k) eta_k - sqrt(p_k) sum_j p_j eta_j
@@ -87,6 +98,14 @@ def family_kl(family: str, first: dist.Distribution, second: dist.Distribution) 
     if family == "poisson":
         r0, r1 = first.rate, second.rate
         return r0 * (jnp.log(r0) - jnp.log(r1)) - r0 + r1
+    if family == "multivariate_normal":
+        return 0.5 * _whitening_by(first)(first.loc - second.loc) ** 2
     log_p0 = jax.nn.log_softmax(first.logits, axis=-1)
     log_p1 = jax.nn.log_softmax(second.logits, axis=-1)
     return jnp.sum(jnp.exp(log_p0) * (log_p0 - log_p1), axis=-1)
+
+
+def _whitening_by(base: dist.MultivariateNormal):
+    """v -> L^-1 v over the last axis, L the (fixed) Cholesky factor of base's covariance."""
+    inverse = jax.lax.stop_gradient(jnp.linalg.inv(base.scale_tril))
+    return lambda v: jnp.squeeze(inverse @ v[..., None], -1)

@@ -33,7 +33,7 @@ import pandas as pd
 from slt.compile_cache import compiled_for
 from slt.geometry.coordinates import Coordinates
 from slt.geometry.kernels import FisherArrays, fisher_function, mixture_extent, quadrature_grid
-from slt.geometry.observation import ObservationModel, observation_model
+from slt.geometry.observation import ObservationModel, observation_model, resolve_model
 from slt.geometry.spectrum import DEFAULT_RANK_TOL, check_rank_tol, spectrum_summary
 from slt.models.base import ModelSpec
 from slt.problem import Problem
@@ -257,8 +257,9 @@ def _check_kind(kind, observation: ObservationModel, num_samples, key) -> int | 
     if kind == "exact" and observation.family == "other":
         raise ValueError(
             f"{observation.spec.name}: no exact Fisher for {observation.distribution_name} "
-            "observations (exact covers Normal, Bernoulli, Binomial, Poisson, Categorical and "
-            "scalar mixtures of normals); use kind='monte_carlo'"
+            "observations (exact covers Normal, Bernoulli, Binomial, Poisson, Categorical, "
+            "MultivariateNormal with a fixed covariance and scalar mixtures of normals); use "
+            "kind='monte_carlo'"
         )
     if kind == "exact" and observation.family == "normal_mixture":
         if observation.has_inputs or observation.output_shape != ():
@@ -285,6 +286,7 @@ def prepare(
 
     Call it inside `jax.enable_x64(True)`.
     """
+    model = resolve_model(model, params, x=x, data=data if kind == "empirical" else None)
     observation, values = observation_model(model, params)
     num_samples = _check_kind(kind, observation, num_samples, key)
     if isinstance(model, Problem):  # its data are the default inputs, or the empirical data
@@ -346,12 +348,14 @@ def fisher_information(  # 11 user parameters (Args), flat for help()
 
     Args:
       model: a `Problem` built from a NumPyro model (its data's inputs x are the default
-        `x`, and its data the default `data` of kind="empirical") or a `ModelSpec` from
+        `x`, and its data the default `data` of kind="empirical"), a `Problem.from_predict`
+        of a network trained elsewhere, a NumPyro model function `model(x, y=None)` with
+        its inputs `x=` (`slt.geometry.observation.resolve_model`), or a `ModelSpec` from
         `slt.models`.
       params: {site: constrained value} for every site, e.g. {"pi": 0.5, "mu": 1.0,
         "sigma": 1.0} (for a Problem: `fit.values`, or `problem.constrain(params)`), not the
         Problem's unconstrained parameters; boundary points such as pi = 0 are allowed in
-        natural coordinates.
+        natural coordinates. For a `from_predict` Problem: the network's parameter pytree.
       kind: "exact" (default), "monte_carlo" or "empirical".
       x: inputs (n, ...) of a regression model, over which I is averaged (required for
         regression models given as a ModelSpec, refused for density models). Not used by

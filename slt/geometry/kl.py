@@ -25,7 +25,13 @@ import numpy as np
 from slt.geometry.families import EXPONENTIAL_FAMILIES, family_kl
 from slt.geometry.fisher import prepare
 from slt.geometry.kernels import FisherArrays
-from slt.geometry.observation import as_model_spec, observation_model, safe_log_prob, unwrap
+from slt.geometry.observation import (
+    as_model_spec,
+    observation_model,
+    resolve_model,
+    safe_log_prob,
+    unwrap,
+)
 from slt.models.base import ModelSpec
 from slt.problem import Problem
 
@@ -87,9 +93,9 @@ def kl_divergence(
     or quadrature (mixtures).
 
     Args:
-      model: a `Problem` built from a NumPyro model or a `ModelSpec`, with Gaussian,
-        Bernoulli, Binomial, Poisson or Categorical observations or a scalar mixture of
-        normals.
+      model: a `Problem` (from a NumPyro model or `from_predict`), a NumPyro model function
+        with its inputs `x=`, or a `ModelSpec`, with Gaussian, Bernoulli, Binomial, Poisson
+        or Categorical observations or a scalar mixture of normals.
       w0, w1: {site: constrained value} for both points (as in `fisher_information`).
       x, x_weights: the inputs of a regression model and optional weights (the KL is
         averaged over them; a Problem's own inputs by default); None for density models.
@@ -108,6 +114,7 @@ def kl_divergence(
       >>> round(kl, 6)       # about (1/2) 0.1^2 I_mu,mu for a small step in mu
       0.001415
     """
+    model = resolve_model(model, w0, x=x)
     with jax.enable_x64(True):
         observation, _ = observation_model(model, w0)
         if observation.family == "other" or (

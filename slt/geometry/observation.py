@@ -21,6 +21,7 @@ with respect to the vanishing weight is 0 instead of p_k(y)/p(y) - 1.
 from __future__ import annotations
 
 import functools
+import inspect
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -39,7 +40,8 @@ from slt.models.base import ModelSpec
 from slt.problem import Problem, _split_sites
 from slt.validation import InputError
 
-__all__ = ["ObservationModel", "as_model_spec", "observation_model", "unwrap"]
+__all__ = ["ObservationModel", "as_model_spec", "observation_model", "resolve_model",
+           "site_values", "unwrap"]
 
 # The families with an exact Fisher in the "whitened outputs" form J^T R^T R J
 # (`slt.geometry.kernels.whitened_outputs`): Gaussian noise and the exponential families.
@@ -257,13 +259,15 @@ def as_model_spec(model: ModelSpec | Problem) -> ModelSpec:
 def _described(model: ModelSpec | Problem) -> _Described:
     if not isinstance(model, (ModelSpec, Problem)):
         raise InputError(
-            f"model must be a Problem or a ModelSpec from slt.models, got {type(model).__name__}"
+            "model must be a Problem, a NumPyro model function (with its inputs x=) or a "
+            f"ModelSpec from slt.models, got {type(model).__name__}"
         )
-    if isinstance(model, Problem) and model.model is None:
+    if isinstance(model, Problem) and model.model is None and model.prediction is None:
         raise InputError(
             "this Problem was built by Problem.from_loss: it has a loss but no observation "
-            "distribution p(y | x, w), which the Fisher information needs; build the Problem "
-            "from a NumPyro model (Problem(model, data))"
+            "distribution p(y | x, w), which the Fisher information needs; name the "
+            "likelihood with Problem.from_predict(predict_fn, params, data, likelihood), or "
+            "build the Problem from a NumPyro model (Problem(model, data))"
         )
     if model not in _DESCRIBED:
         spec = replace(model) if isinstance(model, ModelSpec) else _spec_of_problem(model)
@@ -272,17 +276,83 @@ def _described(model: ModelSpec | Problem) -> _Described:
 
 
 def _spec_of_problem(problem: Problem) -> ModelSpec:
-    layout = {key: (tuple(value.shape[1:]), value.dtype) for key, value in problem.data.items()}
+    data = problem.data
+    if problem.prediction is not None:  # its observation model, written as a NumPyro model
+        prediction = problem.prediction
+        model = prediction.numpyro_model(problem.reference_params)
+        data = {key: data[key] for key in (prediction.input_name, prediction.output_name)}
+    else:
+        kwargs = dict(problem.model_kwargs)
+        model = functools.partial(problem.model, **kwargs) if kwargs else problem.model
+    layout = {key: (tuple(value.shape[1:]), value.dtype) for key, value in data.items()}
 
     def zeros_like_data(key, values, n):
         return {name: jnp.zeros((n,) + shape, dtype) for name, (shape, dtype) in layout.items()}
 
-    kwargs = dict(problem.model_kwargs)
-    model = functools.partial(problem.model, **kwargs) if kwargs else problem.model
     return ModelSpec(
-        name=getattr(problem.model, "__name__", "model"), model=model, dim=problem.dim,
+        name=getattr(model, "__name__", "model"), model=model, dim=problem.dim,
         prior="the Problem's", site_names=problem.site_names, simulate_fn=zeros_like_data,
     )
+
+
+def resolve_model(model: Any, params: Any, *, x: Any = None,
+                  data: Mapping[str, Any] | None = None) -> ModelSpec | Problem:
+    """The model geometry works with: a `Problem` or `ModelSpec` as given; a NumPyro model
+    function, with its inputs, as a `Problem`.
+
+    A model function `model(x, y=None)` is called with its inputs as the first argument and
+    observes the site named after another of its arguments. With `data` (the empirical
+    Fisher) the Problem is `Problem(model, data)`. With only inputs `x` the observations'
+    shapes are read off one draw of the model at `params` (NumPyro's predictive: the site is
+    sampled where no y is given); only their shapes are used, the Fisher averages over x.
+    Each call builds a new Problem: for repeated calls build one `Problem` and pass it
+    (compiled programs are kept with it).
+
+    Raises:
+      InputError: not a Problem, ModelSpec or function; a function without x or data; no
+        sampled site named after one of the function's arguments.
+    """
+    if isinstance(model, (ModelSpec, Problem)) or not callable(model):
+        return model
+    name = getattr(model, "__name__", "model")
+    if data is not None:
+        return Problem(model, data)
+    if x is None:
+        raise InputError(
+            f"a NumPyro model function ({name}) needs its inputs: x=... (or data={{...}} for "
+            "kind='empirical'); for a density model without inputs build a "
+            "Problem(model, data)"
+        )
+    arguments = list(inspect.signature(model).parameters)
+    inputs = jnp.asarray(np.asarray(x, dtype=np.float64))
+    seeded = handlers.substitute(handlers.seed(model, 0), data=dict(params))
+    with jax.enable_x64(True):
+        trace = handlers.trace(seeded).get_trace(**{arguments[0]: inputs})
+    drawn = [site for site in arguments[1:] if site in trace and site not in params
+             and trace[site]["type"] == "sample"]
+    if len(drawn) != 1:
+        raise InputError(
+            f"{name}: geometry needs one observed site named after an argument of the model "
+            f"(model(x, y=None) with numpyro.sample('y', ..., obs=y)); the arguments are "
+            f"{arguments}, the sampled sites {[k for k in trace if k not in params]}"
+        )
+    return Problem(model, {arguments[0]: inputs, drawn[0]: trace[drawn[0]]["value"]})
+
+
+def site_values(model: ModelSpec | Problem, params: Any) -> Any:
+    """`params` as {site: value}: a `from_predict` Problem's parameter pytree becomes one
+    entry per leaf (named as its `site_names`); anything else is returned as given."""
+    if not (isinstance(model, Problem) and model.prediction is not None):
+        return params
+    if isinstance(params, Mapping) and set(params) == set(model.site_names):
+        return params
+    structure = jax.tree_util.tree_structure(model.reference_params)
+    if jax.tree_util.tree_structure(params) != structure:
+        raise ValueError(
+            f"params must have the structure of the network's parameters {structure}, "
+            f"got {jax.tree_util.tree_structure(params)}"
+        )
+    return dict(zip(model.site_names, jax.tree_util.tree_leaves(params), strict=True))
 
 
 def observation_model(
@@ -307,7 +377,7 @@ def observation_model(
     """
     described = _described(model)
     spec = described.spec
-    values = _validated_values(spec, params)
+    values = _validated_values(spec, site_values(model, params))
     shapes = tuple(value.shape for value in values.values())
     if shapes not in described.observations:
         described.observations[shapes] = _build(spec, values)
@@ -354,6 +424,11 @@ def _build(spec: ModelSpec, values: dict[str, np.ndarray]) -> ObservationModel:
         output_dtype=np.dtype(template[output_name].dtype),
         num_classes=int(jnp.shape(base.logits)[-1]) if family == "categorical" else None,
     )
+    if family == "multivariate_normal" and _covariance_depends_on_parameters(
+        observation, values, template.get(input_name)
+    ):
+        return replace(observation, family="other",
+                       distribution_name="MultivariateNormal (parameter-dependent covariance)")
     if family != "normal":
         return observation
     with jax.enable_x64(True):
@@ -361,6 +436,18 @@ def _build(spec: ModelSpec, values: dict[str, np.ndarray]) -> ObservationModel:
             values, template.get(input_name)
         )
     return replace(observation, learned_scale=_depends_on_inputs(scale.jaxpr))
+
+
+def _covariance_depends_on_parameters(observation, values, inputs) -> bool:
+    """Whether a multivariate normal observation's covariance changes with the parameters
+    (read off the traced computation, as `learned_scale`)."""
+    with jax.enable_x64(True):
+        jaxpr = jax.make_jaxpr(
+            lambda v, x: unwrap(observation.distribution(v, x)).scale_tril
+        )(values, inputs).jaxpr
+    flags = [True] * len(jax.tree_util.tree_leaves(values))
+    flags += [False] * (len(jaxpr.invars) - len(flags))
+    return any(_dependent_outputs(jaxpr, flags))
 
 
 def _abstract_trace(spec: ModelSpec, values: dict[str, np.ndarray]) -> tuple[dict, dict]:

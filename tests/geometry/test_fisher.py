@@ -283,6 +283,8 @@ def test_no_exact_fisher_for_vector_mixtures_points_to_monte_carlo():
         fisher_information(spec, values)
 
 
-def test_model_must_be_a_model_spec():
-    with pytest.raises(ValueError, match="ModelSpec"):
+def test_model_must_be_a_problem_a_model_spec_or_a_model_function_with_inputs():
+    with pytest.raises(ValueError, match="Problem, a NumPyro model function .* or a ModelSpec"):
+        fisher_information("normal", {"mu": 0.0})
+    with pytest.raises(ValueError, match="needs its inputs: x="):
         fisher_information(lambda y: None, {"mu": 0.0})
