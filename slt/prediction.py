@@ -6,11 +6,11 @@ evaluate the per-example log-likelihood (every estimator) and differentiate the
 distribution's natural parameter (the Fisher information, which for these families equals
 the generalised Gauss-Newton matrix J^T F(eta) J):
 
-| likelihood | outputs f(w, x) | p(y | x, w) | natural parameter eta |
+| likelihood | outputs f(w, x) | p(y | x, w) | natural parameter |
 |---|---|---|---|
-| "gaussian" | the mean, shaped like y | N(y; f, scale^2) per entry, `scale` fixed | f / scale^2 |
+| "gaussian" | means, shaped like y | N(y; f, scale^2) per entry, fixed scale | f / scale^2 |
 | "bernoulli" | logits, shaped like y (0/1) | Bernoulli(sigmoid f) per entry | f |
-| "categorical" | logits, y's shape + (K,) | Categorical(softmax f), y integer labels | log softmax f |
+| "categorical" | logits, y's shape + (K,) | Categorical(softmax f), integer y | log softmax f |
 | "poisson" | log rates, shaped like y (counts) | Poisson(exp f) per entry | f |
 
 The log-likelihood of an example sums over its entries and keeps every constant (for
