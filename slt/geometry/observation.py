@@ -455,9 +455,20 @@ def _abstract_trace(spec: ModelSpec, values: dict[str, np.ndarray]) -> tuple[dic
     shapes and dtypes, both from shapes only (`eval_shape`): only static facts (site types,
     shapes, supports, distribution classes) are kept."""
     captured = {}
+    with jax.enable_x64(True):
+        try:
+            template = jax.eval_shape(
+                lambda v: spec.simulate(jax.random.key(0), v, _TEMPLATE_SIZE), values)
+        except Exception as error:  # noqa: BLE001 - any failure of the user's simulator
+            raise ValueError(
+                f"{spec.name}: its simulator failed at these params "
+                f"({type(error).__name__}: {str(error).splitlines()[0]}); geometry reads only "
+                "the data's shapes from it: pass a Problem(model, data) or the model function "
+                "with x= instead of a ModelSpec"
+            ) from None
 
     def trace_abstractly(values):
-        data = spec.simulate(jax.random.key(0), values, _TEMPLATE_SIZE)
+        data = {key: jnp.zeros(shape.shape, shape.dtype) for key, shape in template.items()}
         model = handlers.substitute(handlers.seed(spec.model, 0), data=values)
         captured["trace"] = handlers.trace(model).get_trace(**data)
         captured["template"] = {k: jax.ShapeDtypeStruct(v.shape, v.dtype) for k, v in data.items()}

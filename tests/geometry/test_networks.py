@@ -11,6 +11,7 @@ import pytest
 
 from slt import Problem, fisher_information, fisher_scan, kl_divergence
 from slt.geometry.matrix_free import fisher_spectrum, fisher_vector_product
+from slt.models.base import ModelSpec
 from slt.validation import InputError
 
 N, D, H, K = 40, 3, 5, 4
@@ -197,3 +198,12 @@ def test_refusals_name_what_is_wrong(params, x):
 
     with pytest.raises(InputError, match="one observed site named after an argument"):
         fisher_information(unnamed, {"w": np.zeros(D)}, x=x)
+
+
+def test_a_broken_simulator_of_a_model_spec_is_named_not_taken_for_a_shape_error(x):
+    def simulate(key, values, n):
+        raise RuntimeError("no simulator written")
+
+    spec = ModelSpec("hand-built", logistic, D, "N(0, 1)", ("w",), simulate)
+    with pytest.raises(ValueError, match="its simulator failed .*no simulator written"):
+        fisher_information(spec, {"w": np.zeros(D)}, x=x)
