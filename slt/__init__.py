@@ -29,7 +29,14 @@ from slt.estimators import (
 from slt.estimators.llc import LLCResult, llc
 from slt.estimators.llc_calibration import CalibrationResult, llc_calibrate
 from slt.fit import FitResult, fit_map
-from slt.geometry import FisherResult, FisherScan, fisher_information, fisher_scan, kl_divergence
+from slt.geometry import (
+    FisherResult,
+    FisherScan,
+    fisher_information,
+    fisher_scan,
+    fisher_slice,
+    kl_divergence,
+)
 from slt.natural_gradient import NaturalGradientResult, natural_gradient_fit
 from slt.problem import Problem
 from slt.samplers.checkpoint import CheckpointError, Interrupted
@@ -64,6 +71,7 @@ __all__ = [
     "Problem",
     "fisher_information",
     "fisher_scan",
+    "fisher_slice",
     "fit_map",
     "geometry",
     "kl_divergence",

@@ -14,6 +14,9 @@ scalar mixtures of normals; Monte Carlo covers any family NumPyro can sample.
 * `kl_divergence(model, w0, w1)`: KL between two parameter points (its Hessian is I).
 * `fisher_scan(model, params, axes={...})`: the spectrum over a 1-D or 2-D grid, in compiled
   chunks (`FisherScan`, an xarray Dataset with `plot()`).
+* `fisher_slice(model, params, directions={"s": (u, grid), ...})`: the spectrum and the loss
+  along one or two directions through params (random, Fisher eigenvectors, the segment to
+  another point: `random_directions`, `direction_between`), dense or matrix-free.
 * `fisher_vector_product`, `fisher_spectrum`: matrix-free products and Lanczos for large d.
 * `symmetry`: symmetry generators of two-layer networks, expected nullities, the split of
   the null space into symmetry and excess, conserved quantities, moves along orbits.
@@ -26,19 +29,24 @@ from slt.geometry.fisher import KINDS, FisherResult, fisher_information
 from slt.geometry.kl import kl_divergence
 from slt.geometry.matrix_free import LanczosSpectrum, fisher_spectrum, fisher_vector_product
 from slt.geometry.scan import FisherScan, fisher_scan
+from slt.geometry.slices import Direction, direction_between, fisher_slice, random_directions
 from slt.geometry.spectrum import DEFAULT_RANK_TOL
 
 __all__ = [
     "DEFAULT_RANK_TOL",
+    "Direction",
     "KINDS",
     "FisherResult",
     "FisherScan",
     "LanczosSpectrum",
+    "direction_between",
     "fisher_information",
     "fisher_scan",
+    "fisher_slice",
     "fisher_spectrum",
     "fisher_vector_product",
     "kl_divergence",
+    "random_directions",
     "relative_fisher",
     "symmetry",
 ]

@@ -35,7 +35,15 @@ from slt.geometry.observation import (
 from slt.models.base import ModelSpec
 from slt.problem import Problem
 
-__all__ = ["kl_divergence", "kl_function"]
+__all__ = ["exact_kl_available", "kl_divergence", "kl_function"]
+
+
+def exact_kl_available(observation) -> bool:
+    """Whether `kl_function` has an exact form for the observation model: Gaussian noise, an
+    exponential family or a scalar mixture of normals."""
+    return observation.family != "other" and not (
+        observation.family == "normal_mixture" and observation.output_shape != ()
+    )
 
 
 def kl_function(observation, coordinates):
@@ -117,9 +125,7 @@ def kl_divergence(
     model = resolve_model(model, w0, x=x)
     with jax.enable_x64(True):
         observation, _ = observation_model(model, w0)
-        if observation.family == "other" or (
-            observation.family == "normal_mixture" and observation.output_shape != ()
-        ):
+        if not exact_kl_available(observation):
             raise ValueError(
                 f"{as_model_spec(model).name}: no exact KL for "
                 f"{observation.distribution_name} observations (it needs Gaussian noise, an "

@@ -44,6 +44,7 @@ from slt.validation import require_int, require_key
 __all__ = [
     "LanczosSpectrum",
     "LanczosState",
+    "fisher_matvec",
     "fisher_spectrum",
     "fisher_vector_product",
     "lanczos",
@@ -105,12 +106,18 @@ def _product(model, params, x, x_weights, coordinates):
             "and exponential-family observations; use fisher_information for mixtures (their "
             "d is small)"
         )
-    theta = jnp.asarray(setup.theta)
-    inputs, weights = setup.arrays.inputs, setup.arrays.weights
-    outputs = whitened_outputs(setup.observation, setup.coordinates, theta, inputs)
+    matvec = fisher_matvec(setup.observation, setup.coordinates, jnp.asarray(setup.theta),
+                           setup.arrays.inputs, setup.arrays.weights)
+    return jax.jit(matvec), setup
+
+
+def fisher_matvec(observation, coordinates, theta, inputs, weights):
+    """v -> I(theta) v = J^T (w * (J v)) (module docstring): pure, usable under jit and vmap
+    (over theta too); it linearises the whitened outputs at theta once."""
+    outputs = whitened_outputs(observation, coordinates, theta, inputs)
     _, jvp = jax.linearize(outputs, theta)
     vjp = jax.linear_transpose(jvp, theta)
-    return jax.jit(lambda v: vjp(weights[:, None] * jvp(v))[0]), setup
+    return lambda v: vjp(weights[:, None] * jvp(v))[0]
 
 
 class LanczosState(NamedTuple):

@@ -8,19 +8,39 @@ an accelerator and looped over in compiled code (`lax.map`) on CPU, which is fas
 Only the chunk's matrices are ever in memory, so memory is O(chunk_size * d^2) plus the
 O(grid) results, whatever the grid size.
 
-The result holds, per grid point, the rank, log det, log pseudo-det, extreme eigenvalues and
-condition number (`slt.geometry.spectrum`). Plot log det and rank, not det: det I depends
-on the coordinates (it scales by det(J)^2 under a reparametrisation), its zero set and the
-rank do not.
+Every scan is a plane through parameter space,
+
+    theta(s, t) = origin + s u + t v,    s, t on their grids,
+
+which `slt.geometry.slices.fisher_slice` fills with directions u, v through theta* = params
+(origin = theta*); a coordinate scan has unit vectors u, v and origin = params with the
+scanned coordinates set to 0, so that they take the grid values exactly. The directions
+and the grids are arguments of the compiled program: a scan at a new point, along other
+coordinates or other directions of the same grid shape compiles nothing.
+
+The result holds, per grid point, the rank, log det, log pseudo-det, extreme eigenvalues,
+smallest eigenvalue counted by the rank, condition number (`slt.geometry.spectrum`), the
+trace of I, and a loss:
+
+* "nll", when there are observed data (a `Problem`'s data, or `data` of kind="empirical"):
+  L_n(theta) = -(1/n) sum_i log p(y_i | x_i, theta), the mean negative log-likelihood with
+  its constants (over all the data, unweighted);
+* "kl", otherwise: K(theta) = sum_j w_j KL(p(. | x_j, theta*) || p(. | x_j, theta)), the
+  divergence from params over the inputs x and their weights (`slt.geometry.kl`), whose
+  Hessian at theta* is I(theta*); absent for models with no exact KL (Monte Carlo only).
+
+Plot log det and rank, not det: det I depends on the coordinates (it scales by det(J)^2
+under a reparametrisation), its zero set and the rank do not.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import product
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -30,38 +50,48 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 from slt.geometry.coordinates import in_support
-from slt.geometry.fisher import prepare
+from slt.geometry.fisher import FisherSetup, prepare
 from slt.geometry.kernels import fisher_function
-from slt.geometry.spectrum import (
-    DEFAULT_RANK_TOL,
-    SUMMARY_FIELDS,
-    check_rank_tol,
-    spectrum_summary,
-)
+from slt.geometry.kl import exact_kl_available, kl_function
+from slt.geometry.spectrum import DEFAULT_RANK_TOL, check_rank_tol, spectrum_summary
 from slt.models.base import ModelSpec
 from slt.problem import Problem
 from slt.results import Persistable
-from slt.validation import require_int
+from slt.validation import InputError, require_int
 
-__all__ = ["FisherScan", "fisher_scan"]
+__all__ = ["FisherScan", "Plane", "check_grid", "coordinate_plane", "fisher_scan", "scan_plane"]
 
 DEFAULT_CHUNK_SIZE = 1024  # grid points per compiled call (one progress-bar step)
+
+LOSS_LABELS = {
+    "nll": "L_n(theta), mean negative log-likelihood of the data",
+    "kl": "KL(p_theta* || p_theta) from params, over the inputs x",
+}
 
 
 @dataclass(frozen=True)
 class FisherScan(Persistable):
-    """The Fisher spectrum over a grid of one or two coordinates.
+    """The Fisher spectrum and the loss over a grid of one or two coordinates or directions.
 
     Attributes:
       dataset: xarray Dataset with one dimension per axis (named by the coordinate, e.g.
-        "pi", "V[1,0]") and the variables rank, log_det, log_pdet, min_eigenvalue,
-        max_eigenvalue, condition_number.
-      axes: the scanned coordinate names, in order.
+        "pi", "V[1,0]", or by the direction, e.g. "s") and the variables rank, log_det,
+        log_pdet, min_eigenvalue, smallest_nonzero (the smallest eigenvalue counted by the
+        rank, nan at rank 0), max_eigenvalue, condition_number, trace and loss (see the
+        module docstring). A matrix-free slice has rank (a lower bound), rank_is_exact,
+        log_pdet, smallest_nonzero, max_eigenvalue, trace and loss
+        (`slt.geometry.slices`).
+      axes: the scanned coordinate or direction names, in order.
       dim: d, the number of coordinates (full rank = d).
       kind, coordinates, rank_tol, model_name: as in `FisherResult`.
-      base: the point the other coordinates are held at (constrained values).
+      base: the point the scan is centred on (constrained values of params).
       run_time: seconds of the chunked computation (compilation included, not measured
         apart).
+      loss_kind: "nll" or "kl" (module docstring), or None where the model has no exact
+        loss (then the dataset has no "loss").
+      method: "dense" (eigenvalues of the d x d matrix) or "matrix_free" (Lanczos).
+      directions: the slice's direction vectors (k, d) in `coordinates` (None for a
+        coordinate scan); direction_kinds: how each was made ("random", "segment", ...).
     """
 
     dataset: xr.Dataset = field(repr=False)
@@ -73,6 +103,10 @@ class FisherScan(Persistable):
     model_name: str
     base: dict[str, np.ndarray] = field(repr=False)
     run_time: float = field(repr=False)
+    loss_kind: str | None = None
+    method: str = "dense"
+    directions: np.ndarray | None = field(default=None, repr=False)
+    direction_kinds: tuple[str, ...] = ()
 
     def __getitem__(self, name: str) -> xr.DataArray:
         """A variable of the dataset, e.g. scan["log_det"]."""
@@ -83,8 +117,13 @@ class FisherScan(Persistable):
         return self.dataset
 
     def singular(self) -> xr.DataArray:
-        """Boolean map of the grid points where rank < d (the singular set, numerically)."""
-        return self.dataset["rank"] < self.dim
+        """Boolean map of the grid points where rank < d (the singular set, numerically);
+        for a matrix-free slice, only where the rank is exact (elsewhere it is a lower
+        bound, and the point is not counted)."""
+        singular = self.dataset["rank"] < self.dim
+        if "rank_is_exact" in self.dataset:
+            singular = singular & self.dataset["rank_is_exact"]
+        return singular
 
     def summary(self) -> pd.DataFrame:
         """How many grid points have each rank, with the log det range over them."""
@@ -93,7 +132,8 @@ class FisherScan(Persistable):
         return table.rename(columns={"min": "min_log_pdet", "max": "max_log_pdet"})
 
     def plot(self, axes=None):
-        """1-D: log det and rank curves; 2-D: log det and rank maps, singular set outlined."""
+        """1-D: log det and rank curves; 2-D: log det and rank maps, singular set outlined.
+        A slice along directions: the loss beside log pdet, rank changes marked."""
         from slt.plots.fisher import plot_scan
 
         return plot_scan(self, axes=axes)
@@ -101,11 +141,46 @@ class FisherScan(Persistable):
     def __repr__(self) -> str:
         shape = " x ".join(f"{n} ({self.dataset.sizes[n]})" for n in self.axes)
         ranks = np.unique(self.dataset["rank"].values)
+        along = f" along {', '.join(self.direction_kinds)} directions" if self.directions is not \
+            None else ""
         return (
-            f"FisherScan({self.kind}; {self.model_name}; {shape}; d={self.dim}; "
-            f"ranks seen {ranks.tolist()}; {int(self.singular().sum())} singular points; "
-            f"rank_tol={self.rank_tol:g})"
+            f"FisherScan({self.kind}, {self.method}; {self.model_name}; {shape}{along}; "
+            f"d={self.dim}; ranks seen {ranks.tolist()}; {int(self.singular().sum())} singular "
+            f"points; rank_tol={self.rank_tol:g}; loss={self.loss_kind})"
         )
+
+
+class Plane(NamedTuple):
+    """A scan's points theta = origin + sum_k grids[k][i_k] directions[k] (module docstring).
+
+    base: theta* (d,), the loss's reference point; origin: (d,); directions: (k, d) with
+    k = 1 or 2; grids: k 1-D arrays. numpy on the host, JAX arrays inside the program.
+    """
+
+    base: Any
+    origin: Any
+    directions: Any
+    grids: tuple
+
+    def points(self, steps):
+        """theta at the grid values `steps` (m, k): origin + steps @ directions, (m, d)."""
+        return self.origin + steps @ self.directions
+
+
+def coordinate_plane(theta: np.ndarray, indices: Sequence[int], grids) -> Plane:
+    """The plane of a coordinate scan through theta: unit directions along the coordinates
+    `indices`, origin theta with those coordinates set to 0 (module docstring)."""
+    origin = theta.copy()
+    origin[list(indices)] = 0.0
+    return Plane(theta, origin, np.eye(theta.shape[0])[list(indices)], tuple(grids))
+
+
+def check_grid(name: Any, grid: Any) -> np.ndarray:
+    """`grid` as a non-empty 1-D float64 array of finite numbers, or InputError naming `name`."""
+    grid = np.asarray(grid, dtype=np.float64)
+    if grid.ndim != 1 or grid.size == 0 or not np.all(np.isfinite(grid)):
+        raise InputError(f"the grid of {name!r} must be a non-empty 1-D array of finite numbers")
+    return grid
 
 
 def _grids(axes: Mapping[Any, Any], coordinates) -> tuple[list[int], list[str], list[np.ndarray]]:
@@ -114,66 +189,98 @@ def _grids(axes: Mapping[Any, Any], coordinates) -> tuple[list[int], list[str], 
     indices, names, grids = [], [], []
     for key, grid in axes.items():
         index = coordinates.index(key)
-        grid = np.asarray(grid, dtype=np.float64)
-        if grid.ndim != 1 or grid.size == 0 or not np.all(np.isfinite(grid)):
-            raise ValueError(f"the grid of {key!r} must be a non-empty 1-D array of finite numbers")
         indices.append(index)
         names.append(coordinates.names[index])
-        grids.append(grid)
+        grids.append(check_grid(key, grid))
     if len(set(indices)) != len(indices):
         raise ValueError(f"the axes {list(axes)} name the same coordinate twice")
     return indices, names, grids
 
 
-def _check_in_support(setup, indices, grids) -> None:
-    """Natural supports are convex boxes or simplices: checking the grid's corners suffices."""
+def _corners(grids) -> np.ndarray:
+    """The grid values (2^k, k) at the corners of the scanned rectangle."""
+    return np.array(list(product(*[(g.min(), g.max()) for g in grids])))
+
+
+def _check_in_support(setup: FisherSetup, plane: Plane, names: Sequence[str]) -> None:
+    """Natural supports are convex boxes or simplices, and a plane's grid covers a
+    parallelogram: checking its corners suffices."""
     if setup.coordinates.system != "natural":
         return
-    for corner in product(*[(g.min(), g.max()) for g in grids]):
-        theta = setup.theta.copy()
-        theta[indices] = corner
+    corners = _corners(plane.grids)
+    for corner, theta in zip(corners, plane.points(corners), strict=True):
         values = setup.coordinates.values_at(theta)
         for name, support in zip(setup.coordinates.site_names, setup.coordinates.supports,
                                  strict=True):
             if not in_support(values[name], support):
-                where = [setup.coordinates.names[i] for i in indices]
                 raise ValueError(
                     f"the grid leaves the support of {name!r} ({support}) at "
-                    f"{dict(zip(where, corner, strict=True))}"
+                    f"{dict(zip(names, corner.tolist(), strict=True))}"
                 )
 
 
-def _extent_points(setup, indices, grids) -> np.ndarray:
-    """Grid corners and the axis lines through the base point: where the mixture's spread is
-    extreme when component means and scales are monotone in each coordinate."""
-    points = []
-    for corner in product(*[(g.min(), g.max()) for g in grids]):
-        theta = setup.theta.copy()
-        theta[indices] = corner
-        points.append(theta)
-    for index, grid in zip(indices, grids, strict=True):
-        line = np.repeat(setup.theta[None], grid.size, axis=0)
-        line[:, index] = grid
-        points.extend(line)
-    return np.asarray(points)
+def _extent_points(plane: Plane, centers: np.ndarray) -> np.ndarray:
+    """theta*, the grid corners and the axis lines through `centers` (grid values): where a
+    mixture's spread is extreme when component means and scales are monotone along each
+    direction."""
+    steps = [_corners(plane.grids)]
+    for k, grid in enumerate(plane.grids):
+        line = np.repeat(centers[None], grid.size, axis=0)
+        line[:, k] = grid
+        steps.append(line)
+    return np.concatenate([plane.base[None], plane.points(np.concatenate(steps))])
 
 
-def _summary_function(fisher, indices, shape, rank_tol):
-    """summarize(flat_index, base, axis_grids, arrays) -> the spectrum summary of
-    `fisher(theta, arrays)` at each grid point numbered in `flat_index` (row-major over
-    `shape`): theta is `base` with the coordinates `indices` set from `axis_grids`."""
+def _loss(setup: FisherSetup, points: np.ndarray):
+    """(loss kind, loss(theta, base, arrays) or None, its arrays): see the module docstring."""
+    observation, coordinates = setup.observation, setup.coordinates
+    if setup.kind == "empirical" or isinstance(setup.model, Problem):
+        observed = setup if setup.kind == "empirical" else prepare(
+            setup.model, setup.values, kind="empirical", coordinates=coordinates.system
+        )
 
-    def summarize(flat_index, base, axis_grids, arrays):
+        def nll(theta, base, arrays):
+            values = coordinates.to_values(theta)
+            return -jnp.mean(observation.log_density(values, arrays.inputs, arrays.outputs))
+
+        return "nll", nll, observed.arrays
+    if not exact_kl_available(observation):
+        return None, None, None
+    kl = kl_function(observation, coordinates)
+    arrays = dataclasses.replace(setup, kind="exact").with_nodes(points)
+    return "kl", lambda theta, base, arrays: kl(base, theta, arrays), arrays
+
+
+def dense_point(setup: FisherSetup, rank_tol: float):
+    """summary(theta, arrays, key) -> the spectrum summary and trace of the d x d Fisher."""
+    fisher = fisher_function(setup.kind, setup.observation, setup.coordinates,
+                             num_samples=setup.num_samples)
+
+    def summary(theta, arrays, key):
+        matrix = fisher(theta, arrays)[0]
+        matrix = 0.5 * (matrix + matrix.T)
+        return {**spectrum_summary(jnp.linalg.eigvalsh(matrix), rank_tol),
+                "trace": jnp.trace(matrix)}
+
+    return summary
+
+
+def _summary_function(point, loss, shape):
+    """summarize(flat_index, plane, arrays, loss_arrays, key) -> `point`'s summary (and the
+    loss) at each grid point numbered in `flat_index` (row-major over `shape`)."""
+
+    def summarize(flat_index, plane, arrays, loss_arrays, key):
         positions = jnp.unravel_index(flat_index, shape)
-        thetas = jnp.broadcast_to(base, (flat_index.shape[0], base.shape[0]))
-        for index, grid, position in zip(indices, axis_grids, positions, strict=True):
-            thetas = thetas.at[:, index].set(grid[position])
+        steps = jnp.stack([grid[i] for grid, i in zip(plane.grids, positions, strict=True)], 1)
 
-        def point(theta):
-            matrix = fisher(theta, arrays)[0]
-            return spectrum_summary(jnp.linalg.eigvalsh(0.5 * (matrix + matrix.T)), rank_tol)
+        def at(theta):
+            summary = point(theta, arrays, key)
+            if loss is not None:
+                summary["loss"] = loss(theta, plane.base, loss_arrays)
+            return summary
 
-        return jax.lax.map(point, thetas, batch_size=_points_per_step(flat_index.shape[0]))
+        return jax.lax.map(at, plane.points(steps),
+                           batch_size=_points_per_step(flat_index.shape[0]))
 
     return summarize
 
@@ -190,18 +297,93 @@ def _in_chunks(summarize, total: int, chunk: int, progress: bool) -> dict[str, n
     """{summary field: (total,) values}: `summarize(flat_index)` over the grid points
     0 .. total - 1, `chunk` at a time (the last chunk padded by repeating the last point, so
     that every call has one shape), a progress bar advancing between chunks."""
-    results = {
-        name: np.empty(total, dtype=np.int64 if name == "rank" else np.float64)
-        for name in SUMMARY_FIELDS
-    }
+    results = {}
     with tqdm(total=total, unit="point", disable=not progress, desc="fisher_scan") as bar:
         for start in range(0, total, chunk):
             flat = np.minimum(np.arange(start, start + chunk), total - 1)
             stop = min(start + chunk, total)
             for name, value in summarize(jnp.asarray(flat)).items():
-                results[name][start:stop] = np.asarray(value)[: stop - start]
+                value = np.asarray(value)
+                results.setdefault(name, np.empty(total, value.dtype))[start:stop] = \
+                    value[: stop - start]
             bar.update(stop - start)
     return results
+
+
+def scan_plane(  # the one runner of `fisher_scan` and `fisher_slice`
+    setup: FisherSetup,
+    plane: Plane,
+    names: Sequence[str],
+    centers: np.ndarray,
+    *,
+    point: Callable[[], Callable],
+    settings: tuple,
+    key: jax.Array | None,
+    rank_tol: float,
+    chunk_size: int,
+    progress: bool,
+    method: str = "dense",
+    direction_kinds: tuple[str, ...] | None = None,
+) -> FisherScan:
+    """Compute `point()`'s per-point summary (and the loss) over a plane, in compiled chunks.
+
+    Call it inside `jax.enable_x64(True)`. `point()` builds summary(theta, arrays, key) ->
+    dict (`dense_point`, or a matrix-free one); `settings` are what it depends on besides
+    the setup (they key its compiled program). `centers` are grid values (k,) of the axis
+    lines that bound a mixture's extent (params' own values for a coordinate scan).
+    `direction_kinds` marks a slice: its directions and their kinds and norms are recorded.
+    """
+    _check_in_support(setup, plane, names)
+    points = _extent_points(plane, centers)
+    arrays = setup.with_nodes(points)
+    loss_kind, loss, loss_arrays = _loss(setup, points)
+    shape = tuple(g.size for g in plane.grids)
+    total = int(np.prod(shape))
+    # one program per scan structure: a new point, new directions or grid values reuse it
+    summarize = setup.compiled(
+        "fisher_scan", lambda: _summary_function(point(), loss, shape),
+        method, *settings, loss_kind, shape,
+    )
+    on_device = Plane(*(jax.tree.map(jnp.asarray, part) for part in plane))
+    start_time = time.perf_counter()
+    results = _in_chunks(
+        lambda flat: summarize(flat, on_device, arrays, loss_arrays, key),
+        total, min(int(chunk_size), total), progress,
+    )
+    run_time = time.perf_counter() - start_time
+    attrs = {
+        "model": setup.observation.spec.name,
+        "kind": setup.kind,
+        "coordinates": setup.coordinates.system,
+        "dim": setup.coordinates.dim,
+        "rank_tol": rank_tol,
+        "method": method,
+        "loss": LOSS_LABELS.get(loss_kind, "none"),
+        "base": repr({k: v.tolist() for k, v in setup.values.items()}),
+    }
+    if direction_kinds is not None:
+        attrs["direction_kinds"] = list(direction_kinds)
+        attrs["direction_norms"] = np.linalg.norm(plane.directions, axis=1).tolist()
+    dataset = xr.Dataset(
+        {name: (tuple(names), values.reshape(shape)) for name, values in results.items()},
+        coords={name: grid for name, grid in zip(names, plane.grids, strict=True)},
+        attrs=attrs,
+    )
+    return FisherScan(
+        dataset=dataset,
+        axes=tuple(names),
+        dim=setup.coordinates.dim,
+        kind=setup.kind,
+        coordinates=setup.coordinates.system,
+        rank_tol=rank_tol,
+        model_name=setup.observation.spec.name,
+        base=setup.values,
+        run_time=run_time,
+        loss_kind=loss_kind,
+        method=method,
+        directions=None if direction_kinds is None else np.asarray(plane.directions),
+        direction_kinds=() if direction_kinds is None else tuple(direction_kinds),
+    )
 
 
 def fisher_scan(  # 13 user parameters (Args), flat for help(); 29/99 lines docstring
@@ -220,7 +402,11 @@ def fisher_scan(  # 13 user parameters (Args), flat for help(); 29/99 lines docs
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     progress: bool = True,
 ) -> FisherScan:
-    """Fisher rank, log det and extreme eigenvalues over a 1-D or 2-D grid of coordinates.
+    """Fisher rank, log det, extreme eigenvalues, trace and loss over a grid of coordinates.
+
+    For slices along directions in parameter space (random, Fisher eigenvectors, the
+    segment between two points) use `slt.geometry.fisher_slice`: its grid values are steps
+    along vectors from params, not coordinate values, so it is a function of its own.
 
     Args:
       model, params: the model (a `Problem` or a `ModelSpec`) and the base point (as in
@@ -236,7 +422,8 @@ def fisher_scan(  # 13 user parameters (Args), flat for help(); 29/99 lines docs
       progress: show a progress bar (tqdm) advancing between chunks.
 
     Returns:
-      A `FisherScan`; `scan.dataset` is the xarray Dataset, `scan.plot()` draws it.
+      A `FisherScan`; `scan.dataset` is the xarray Dataset (with the loss of the module
+      docstring), `scan.plot()` draws it.
 
     Raises:
       ValueError: what `fisher_information` rejects; axes not one or two coordinates, a grid
@@ -266,49 +453,9 @@ def fisher_scan(  # 13 user parameters (Args), flat for help(); 29/99 lines docs
             num_samples=num_samples, key=key, coordinates=coordinates,
         )
         indices, names, grids = _grids(axes, setup.coordinates)
-        _check_in_support(setup, indices, grids)
-        arrays = setup.with_nodes(_extent_points(setup, indices, grids))
-        shape = tuple(g.size for g in grids)
-        total = int(np.prod(shape))
-        chunk = min(int(chunk_size), total)
-        # one program per scan structure: a new base point or new grid values reuse it
-        summarize = setup.compiled(
-            "fisher_scan",
-            lambda: _summary_function(
-                fisher_function(kind, setup.observation, setup.coordinates,
-                                num_samples=setup.num_samples),
-                tuple(indices), shape, rank_tol,
-            ),
-            tuple(indices), shape, rank_tol,
+        plane = coordinate_plane(setup.theta, indices, grids)
+        return scan_plane(
+            setup, plane, names, setup.theta[indices],
+            point=lambda: dense_point(setup, rank_tol), settings=(rank_tol,), key=None,
+            rank_tol=rank_tol, chunk_size=chunk_size, progress=progress,
         )
-        base = jnp.asarray(setup.theta)
-        axis_grids = tuple(jnp.asarray(g) for g in grids)
-        start_time = time.perf_counter()
-        results = _in_chunks(
-            lambda flat: summarize(flat, base, axis_grids, arrays), total, chunk, progress
-        )
-        run_time = time.perf_counter() - start_time
-    variables = {name: (tuple(names), values.reshape(shape)) for name, values in results.items()}
-    dataset = xr.Dataset(
-        variables,
-        coords={name: grid for name, grid in zip(names, grids, strict=True)},
-        attrs={
-            "model": setup.observation.spec.name,
-            "kind": kind,
-            "coordinates": coordinates,
-            "dim": setup.coordinates.dim,
-            "rank_tol": rank_tol,
-            "base": repr({k: v.tolist() for k, v in setup.values.items()}),
-        },
-    )
-    return FisherScan(
-        dataset=dataset,
-        axes=tuple(names),
-        dim=setup.coordinates.dim,
-        kind=kind,
-        coordinates=coordinates,
-        rank_tol=rank_tol,
-        model_name=setup.observation.spec.name,
-        base=setup.values,
-        run_time=run_time,
-    )

@@ -6,6 +6,7 @@ For eigenvalues l_1 <= ... <= l_d of a Fisher matrix and a relative tolerance `r
     log pdet  = sum over those i of log l_i          (0 for the zero matrix)
     log det   = log pdet if rank = d, else -inf
     condition = l_d / l_1 if rank = d, else +inf
+    smallest nonzero = the smallest l_i counted by the rank (nan when rank = 0)
 
 The tolerance is relative to the largest eigenvalue, so the rank does not change when the
 matrix is rescaled (by 1/sigma^2, or by the number of examples).
@@ -40,6 +41,7 @@ SUMMARY_FIELDS = (
     "log_det",
     "log_pdet",
     "min_eigenvalue",
+    "smallest_nonzero",
     "max_eigenvalue",
     "condition_number",
 )
@@ -73,11 +75,13 @@ def spectrum_summary(eigenvalues, rank_tol: float) -> dict:
     log_pdet = xp.sum(xp.where(above, xp.log(xp.where(above, eigenvalues, 1.0)), 0.0), axis=-1)
     full = rank == eigenvalues.shape[-1]
     smallest = eigenvalues[..., 0]
+    smallest_nonzero = xp.min(xp.where(above, eigenvalues, xp.inf), axis=-1)
     return {
         "rank": rank,
         "log_det": xp.where(full, log_pdet, -xp.inf),
         "log_pdet": log_pdet,
         "min_eigenvalue": smallest,
+        "smallest_nonzero": xp.where(rank > 0, smallest_nonzero, xp.nan),
         "max_eigenvalue": largest,
         "condition_number": xp.where(full, largest / xp.where(full, smallest, 1.0), xp.inf),
     }

@@ -1,8 +1,10 @@
-"""Figures for Fisher geometry: spectra, and 1-D and 2-D scans.
+"""Figures for Fisher geometry: spectra, 1-D and 2-D scans, and slices along directions.
 
 Scans are drawn as log det I and rank, never raw det I: det depends on the coordinates
 (it scales by det(J)^2 under a reparametrisation); its zero set, the rank and the singular
-set outlined in red do not.
+set outlined in red do not. A slice (`fisher_slice`) is drawn as its loss beside log pdet I
+over the same axes, with the rank: a twin axis in 1-D, red contour lines where it drops in
+2-D.
 """
 
 from __future__ import annotations
@@ -105,17 +107,88 @@ def _plot_scan_2d(scan, axes):
     log_axis.figure.suptitle(scan.model_name)
 
 
+_LOSS_LABELS = {"nll": "L_n", "kl": "KL from params"}
+
+
+def _loss_label(scan) -> str:
+    return _LOSS_LABELS.get(scan.loss_kind, "loss")
+
+
+def _rank_label(scan) -> str:
+    return "rank (lower bound)" if scan.method == "matrix_free" else "rank"
+
+
+def _no_loss(ax) -> None:
+    ax.text(0.5, 0.5, "no exact loss for this model", ha="center", va="center",
+            transform=ax.transAxes)
+
+
+def _plot_slice_1d(scan, axes):
+    loss_axis, log_axis = axes
+    name = scan.axes[0]
+    grid = scan.dataset[name].values
+    if "loss" in scan.dataset:
+        loss_axis.plot(grid, scan.dataset["loss"].values, color="k")
+    else:
+        _no_loss(loss_axis)
+    loss_axis.set(ylabel=_loss_label(scan), title=f"{scan.model_name}: slice along {name}")
+    log_axis.plot(grid, scan.dataset["log_pdet"].values, color="C0")
+    log_axis.set(xlabel=name, ylabel="log pdet I")
+    rank_axis = log_axis.twinx()
+    rank_axis.step(grid, scan.dataset["rank"].values, where="mid", color="C1", lw=1)
+    rank_axis.set_ylabel(_rank_label(scan), color="C1")
+    for value in grid[scan.singular().values]:
+        for ax in axes:
+            ax.axvline(value, color=_SINGULAR_COLOR, lw=0.8, alpha=0.6)
+
+
+def _rank_contours(ax, x, y, ranks):
+    """Red lines between regions of different rank, labelled by the rank below them."""
+    seen = np.unique(ranks)
+    if seen.size > 1:
+        lines = ax.contour(x, y, ranks.T, levels=seen[:-1] + 0.5, colors=_SINGULAR_COLOR,
+                           linewidths=1.0)
+        ax.clabel(lines, fmt=lambda level: f"rank {level - 0.5:.0f}", fontsize=7)
+
+
+def _plot_slice_2d(scan, axes):
+    loss_axis, log_axis = axes
+    x_name, y_name = scan.axes
+    x, y = scan.dataset[x_name].values, scan.dataset[y_name].values
+    ranks = scan.dataset["rank"].values
+    panels = [(log_axis, "log_pdet", "log pdet I")]
+    if "loss" in scan.dataset:
+        panels.append((loss_axis, "loss", _loss_label(scan)))
+    else:
+        _no_loss(loss_axis)
+    for ax, variable, label in panels:
+        values = np.ma.masked_invalid(scan.dataset[variable].values)
+        image = ax.pcolormesh(x, y, values.T, shading="nearest")
+        ax.figure.colorbar(image, ax=ax, label=label)
+    for ax, title in ((loss_axis, _loss_label(scan)), (log_axis, "log pdet I")):
+        _rank_contours(ax, x, y, ranks)
+        ax.set(xlabel=x_name, ylabel=y_name,
+               title=f"{title} ({_rank_label(scan)} drops at red lines)")
+    loss_axis.figure.suptitle(f"{scan.model_name}: slice through params")
+
+
 def plot_scan(scan, *, axes=None):
     """A `FisherScan`: 1-D, log det and rank against the coordinate (stacked); 2-D, maps of
     log det and of the rank side by side, the singular set (rank < d) outlined in red.
-    Returns the figure."""
+    A slice along directions: 1-D, the loss above log pdet I with the rank on a twin axis;
+    2-D, maps of the loss and of log pdet I side by side, red contour lines where the rank
+    changes. Returns the figure."""
+    one = len(scan.axes) == 1
     if axes is None:
-        if len(scan.axes) == 1:
+        if one:
             fig, axes = plt.subplots(2, 1, figsize=(6, 5), sharex=True)
         else:
             fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     fig = axes[0].figure
-    (_plot_scan_1d if len(scan.axes) == 1 else _plot_scan_2d)(scan, axes)
+    if scan.directions is None:
+        (_plot_scan_1d if one else _plot_scan_2d)(scan, axes)
+    else:
+        (_plot_slice_1d if one else _plot_slice_2d)(scan, axes)
     fig.tight_layout()
     return fig
 
