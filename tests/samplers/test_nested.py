@@ -73,7 +73,8 @@ def test_counts_and_times(regression_run):
     assert run.samples.shape == (2 * (10 * run.num_iterations + 400), 3)
     # each of the 4 d = 12 slice moves per new point costs at least 3 evaluations
     assert np.all(run.num_likelihood_evaluations > 10 * run.num_iterations * 12 * 3)
-    assert run.compile_time > 0 and run.run_time > 0
+    # (compile_time is 0.0 where an earlier test in this process compiled the same program)
+    assert run.compile_time >= 0.0 and run.run_time > 0
 
 
 def test_same_key_same_result_and_one_compilation(regression_run):
