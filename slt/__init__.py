@@ -3,8 +3,8 @@
 The public API, flat: `Problem` (model + data as pure JAX functions), `fit_map`, the local
 learning coefficient `llc` and its calibration `llc_calibrate`, evidence and model-class
 comparison (`bic`, `laplace`, `wbic`, `free_energy`, `rlct`, `sbic`, `compare`), Fisher geometry
-(`fisher_information`, `fisher_scan`, `kl_divergence`, `slt.geometry`), the model library
-`slt.models`, the exact answers `slt.truth`, natural-gradient training
+(`fisher_information`, `fisher_scan`, `fisher_summary`, `kl_divergence`, `slt.geometry`), the
+model library `slt.models`, the exact answers `slt.truth`, natural-gradient training
 (`natural_gradient_fit`), and the errors users meet: `InputError` (bad input, from
 `slt.validation`), `Interrupted` and `CheckpointError` (stopped and resumed runs).
 """
@@ -29,7 +29,15 @@ from slt.estimators import (
 from slt.estimators.llc import LLCResult, llc
 from slt.estimators.llc_calibration import CalibrationResult, llc_calibrate
 from slt.fit import FitResult, fit_map
-from slt.geometry import FisherResult, FisherScan, fisher_information, fisher_scan, kl_divergence
+from slt.geometry import (
+    FisherResult,
+    FisherScan,
+    FisherSummary,
+    fisher_information,
+    fisher_scan,
+    fisher_summary,
+    kl_divergence,
+)
 from slt.natural_gradient import NaturalGradientResult, natural_gradient_fit
 from slt.problem import Problem
 from slt.samplers.checkpoint import CheckpointError, Interrupted
@@ -59,11 +67,13 @@ __all__ = [
     "wbic",
     "FisherResult",
     "FisherScan",
+    "FisherSummary",
     "FitResult",
     "LLCResult",
     "Problem",
     "fisher_information",
     "fisher_scan",
+    "fisher_summary",
     "fit_map",
     "geometry",
     "kl_divergence",

@@ -50,6 +50,7 @@ __all__ = [
     "fisher_trace_function",
     "mixture_extent",
     "quadrature_grid",
+    "rows_per_example",
     "whitened_outputs",
 ]
 
@@ -75,7 +76,7 @@ def _jacobian(fn: Callable, theta: jax.Array, num_outputs: int) -> jax.Array:
     return (jax.jacrev if num_outputs < theta.shape[0] else jax.jacfwd)(fn)(theta)
 
 
-def _sum_over_chunks(reduce, initial, rows_fn, theta, arrays, weights, rows_per_example: int,
+def _sum_over_chunks(reduce, initial, rows_fn, theta, arrays, weights, num_rows: int,
                      chunk_size=None):
     """sum over chunks of reduce(R, w) with R = rows_fn(theta, arrays_chunk) (chunk, rows, d).
 
@@ -85,7 +86,7 @@ def _sum_over_chunks(reduce, initial, rows_fn, theta, arrays, weights, rows_per_
     """
     n, d = weights.shape[0], theta.shape[0]
     if chunk_size is None:
-        chunk_size = max(1, _JACOBIAN_BUDGET // (rows_per_example * d))
+        chunk_size = max(1, _JACOBIAN_BUDGET // (num_rows * d))
     chunk = min(n, chunk_size)
     num_chunks = -(-n // chunk)
     pad = num_chunks * chunk - n
@@ -105,12 +106,12 @@ def _sum_over_chunks(reduce, initial, rows_fn, theta, arrays, weights, rows_per_
     return total
 
 
-def _gram_over_chunks(rows_fn, theta, arrays, weights, rows_per_example: int, chunk_size=None):
+def _gram_over_chunks(rows_fn, theta, arrays, weights, num_rows: int, chunk_size=None):
     """sum_i w_i R_i^T R_i with R_i = rows_fn(theta, arrays_i) of shape (rows, d), in chunks."""
     d = theta.shape[0]
     return _sum_over_chunks(
         lambda rows, w: jnp.einsum("bki,b,bkj->ij", rows, w, rows), jnp.zeros((d, d)),
-        rows_fn, theta, arrays, weights, rows_per_example, chunk_size,
+        rows_fn, theta, arrays, weights, num_rows, chunk_size,
     )
 
 
@@ -159,7 +160,7 @@ def _family_outputs(observation, coordinates, theta, inputs):
     return outputs
 
 
-def _rows_per_example(observation: ObservationModel) -> int:
+def rows_per_example(observation: ObservationModel) -> int:
     """Rows of `whitened_outputs` per example: entries of y, times 2 for a learned Gaussian
     scale, times K for a categorical."""
     rows = int(np.prod(observation.output_shape, dtype=int))
@@ -169,7 +170,7 @@ def _rows_per_example(observation: ObservationModel) -> int:
 
 
 def _whitened_rows(observation, coordinates):
-    outputs_per_example = _rows_per_example(observation)
+    outputs_per_example = rows_per_example(observation)
 
     def rows(theta, inputs):
         outputs = whitened_outputs(observation, coordinates, theta, inputs)

@@ -57,6 +57,7 @@ __all__ = [
     "fisher_spectrum",
     "fisher_vector_product",
     "lanczos",
+    "prepare_matrix_free",
     "ritz_pairs",
 ]
 
@@ -166,7 +167,7 @@ def fisher_vector_product(
       True
     """
     with jax.enable_x64(True):
-        setup = _setup(model, params, x, x_weights, coordinates)
+        setup = prepare_matrix_free(model, params, x, x_weights, coordinates)
         product = compiled_operator(setup, "fisher_vector_product",
                                     lambda operator, theta, v: operator.fisher(v))
         theta, arrays = jnp.asarray(setup.theta), setup.arrays
@@ -181,7 +182,8 @@ def fisher_vector_product(
     return apply
 
 
-def _setup(model, params, x, x_weights, coordinates) -> FisherSetup:
+def prepare_matrix_free(model, params, x, x_weights, coordinates) -> FisherSetup:
+    """`prepare` (exact kind) for a model the matrix-free functions cover, else ValueError."""
     setup = prepare(model, params, x=x, x_weights=x_weights, coordinates=coordinates)
     fisher_operator(setup.observation, setup.coordinates)  # refuses what it cannot do
     return setup
@@ -405,7 +407,7 @@ def fisher_spectrum(
         raise ValueError("fisher_spectrum needs a PRNG key: key=jax.random.key(0)")
     require_key(key)
     with jax.enable_x64(True):
-        setup = _setup(model, params, x, x_weights, coordinates)
+        setup = prepare_matrix_free(model, params, x, x_weights, coordinates)
         dim = setup.coordinates.dim
         steps = int(min(num_steps, dim))
         run = compiled_operator(
