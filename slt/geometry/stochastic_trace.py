@@ -24,11 +24,12 @@ The null space. For a Fisher of rank r < dim the spectral measure has mass (dim 
 0; k Lanczos steps resolve that mass into Ritz values below the tolerance only once the
 Krylov space is exhausted (k > number of distinct eigenvalues): before that, Ritz values
 between 0 and the smallest kept eigenvalue are counted, and the rank and log pdet are
-badly biased (measured on a 2103-parameter tanh network of rank 600 with 100 steps: rank
-2103, log pdet -30 000 against the exact 600 and -2740). The Gram twin of the Fisher,
+badly biased (benchmarks/RESULTS.md, "Matrix-free Fisher": a tanh 10-150-3 network, d = 2103
+and rank 600, weights ~ N(0, 1 / fan-in), 100 steps: rank 2103 and log pdet -28 578 against
+the exact 600 and -2782). The Gram twin of the Fisher,
 G = W^(1/2) J J^T W^(1/2) over the m = n * rows whitened outputs (`FisherOperator.gram`),
 has the same nonzero eigenvalues and no null space of its own when the outputs are
-independent, the usual case when m < d (there SLQ gives -2724 +- 10). `fisher_summary` works
+independent, the usual case when m < d (there SLQ gives -2772 +- 15). `fisher_summary` works
 on G when m < d and on I otherwise ("auto"); a singular Fisher with m >= d remains the hard
 case: its SLQ rank and log pdet are upper bounds unless num_steps exhausts the Krylov space.
 

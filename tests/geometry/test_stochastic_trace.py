@@ -6,35 +6,23 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from benchmarks import fisher_matrix_free
 from slt import models
 from slt.geometry import fisher_information, fisher_summary
-from slt.geometry.fisher import prepare
-from slt.geometry.kernels import fisher_function, whitened_outputs
+from slt.geometry.kernels import fisher_function
 from slt.geometry.matrix_free import fisher_spectrum, fisher_vector_product
 from slt.validation import InputError
-
-N = 200  # inputs; 3 outputs each: the Fisher has rank m = 600 of d = 2103
 
 
 @pytest.fixture(scope="module")
 def network():
-    """tanh 10-150-3 at a draw from its N(0, 1) prior, on N inputs x ~ N(0, I), with the
-    dense Fisher M (the kernel of `fisher_information`) and, for its spectrum, the 600 x 600
-    Gram matrix A A^T of A = W^(1/2) J (J the whitened Jacobian): I = A^T A, so its nonzero
-    eigenvalues are those of A A^T (checked through the trace and the product with M)."""
-    spec = models.two_layer_network(10, 150, 3)
-    keys = jax.random.split(jax.random.key(0), 5)
-    values = {name: np.asarray(jax.random.normal(k, shape)) for k, (name, shape) in zip(
-        keys, {"V": (150, 10), "b": (150,), "U": (3, 150), "c": (3,)}.items(), strict=False)}
-    x = np.asarray(jax.random.normal(keys[4], (N, 10)))
-    setup = prepare(spec, values, x=x)
-    theta = jnp.asarray(setup.theta)
+    """tanh 10-150-3 at a draw from its N(0, 1) prior, on 200 inputs x ~ N(0, I)
+    (`benchmarks.fisher_matrix_free.network`), with the dense Fisher M (the kernel of
+    `fisher_information`) and the nonzero eigenvalues of I = A^T A from the Gram matrix A A^T
+    (A = W^(1/2) J; that both describe one matrix is checked by the trace)."""
+    spec, values, x, setup, eigenvalues = fisher_matrix_free.network()
     matrix = np.asarray(jax.jit(fisher_function("exact", setup.observation, setup.coordinates))(
-        theta, setup.arrays)[0])
-    outputs = whitened_outputs(setup.observation, setup.coordinates, theta, setup.arrays.inputs)
-    root = np.sqrt(np.asarray(setup.arrays.weights))[:, None, None]
-    a = (root * np.asarray(jax.jit(jax.jacrev(outputs))(theta))).reshape(-1, spec.dim)
-    eigenvalues = np.linalg.eigvalsh(a @ a.T)
+        jnp.asarray(setup.theta), setup.arrays)[0])
     return spec, values, x, matrix, eigenvalues
 
 
