@@ -14,6 +14,7 @@ from benchmarks import (  # noqa: E402
     evidence_accuracy,
     evidence_old_faithful,
     evidence_peers,
+    fisher_matrix_free,
     fisher_scan,
     fit_accuracy,
     llc_accuracy,
@@ -43,6 +44,7 @@ SECTIONS = [
     evidence_peers,
     sbic_selection,
     fisher_scan,
+    fisher_matrix_free,
     natural_gradient,
 ]
 

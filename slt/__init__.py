@@ -3,8 +3,8 @@
 The public API, flat: `Problem` (model + data as pure JAX functions), `fit_map`, the local
 learning coefficient `llc` and its calibration `llc_calibrate`, evidence and model-class
 comparison (`bic`, `laplace`, `wbic`, `free_energy`, `rlct`, `sbic`, `compare`), Fisher geometry
-(`fisher_information`, `fisher_scan`, `kl_divergence`, `slt.geometry`), the model library
-`slt.models`, the exact answers `slt.truth`, natural-gradient training
+(`fisher_information`, `fisher_scan`, `fisher_summary`, `kl_divergence`, `slt.geometry`), the
+model library `slt.models`, the exact answers `slt.truth`, natural-gradient training
 (`natural_gradient_fit`), and the errors users meet: `InputError` (bad input, from
 `slt.validation`), `Interrupted` and `CheckpointError` (stopped and resumed runs).
 """
@@ -32,9 +32,11 @@ from slt.fit import FitResult, fit_map
 from slt.geometry import (
     FisherResult,
     FisherScan,
+    FisherSummary,
     fisher_information,
     fisher_scan,
     fisher_slice,
+    fisher_summary,
     kl_divergence,
 )
 from slt.natural_gradient import NaturalGradientResult, natural_gradient_fit
@@ -66,12 +68,14 @@ __all__ = [
     "wbic",
     "FisherResult",
     "FisherScan",
+    "FisherSummary",
     "FitResult",
     "LLCResult",
     "Problem",
     "fisher_information",
     "fisher_scan",
     "fisher_slice",
+    "fisher_summary",
     "fit_map",
     "geometry",
     "kl_divergence",

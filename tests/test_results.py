@@ -30,6 +30,7 @@ from slt.geometry.fisher import fisher_information
 from slt.geometry.matrix_free import fisher_spectrum
 from slt.geometry.scan import fisher_scan
 from slt.geometry.slices import fisher_slice
+from slt.geometry.stochastic_trace import fisher_summary
 from slt.natural_gradient import natural_gradient_fit
 from slt.results import (
     FORMAT_VERSION,
@@ -51,8 +52,9 @@ def results():
     One `compare` run (d = 2 regression, n = 50, every method, a short tempered path through
     three temperatures) yields the fit, BIC, Laplace, WBIC, free energy, RLCT and comparison
     results.
-    The Lanczos spectrum (two steps), the matrix-free Fisher slice ("FisherScan.exact") and the
-    natural-gradient fit (three steps) reuse the regression and its fit.
+    The Lanczos spectrum (two steps), the matrix-free Fisher slice ("FisherScan.exact"), the
+    stochastic Fisher summary (two probes of two steps) and the natural-gradient fit (three
+    steps) reuse the regression and its fit.
     """
     spec = models.linear_regression(2, noise_scale=0.5, prior_precision=2.0)
     problem = spec.problem(spec.simulate(jax.random.key(1), {"w": jnp.array([1.0, -0.5])}, 50))
@@ -84,6 +86,7 @@ def results():
         fisher_spectrum(problem, fit.values, key=jax.random.key(5), num_steps=2),
         fisher_slice(problem, fit.values, {"s": (np.array([1.0, -1.0]), [-0.5, 0.0, 0.5])},
                      method="matrix_free", key=jax.random.key(7), num_steps=2, progress=False),
+        fisher_summary(problem, fit.values, key=jax.random.key(8), num_probes=2, num_steps=2),
         natural_gradient_fit(problem, key=jax.random.key(6), init=fit.params, prior=False,
                              max_steps=3),
     ]
@@ -99,7 +102,7 @@ EXPECTED = [
     "FitResult", "BICResult", "LaplaceResult", "RLCTResult", "WBICResult", "FreeEnergyResult",
     "ComparisonResult", "LLCResult", "CalibrationResult", "FisherResult",
     "FisherResult.monte_carlo", "FisherScan", "FisherScan.exact", "SBICResult",
-    "LanczosSpectrum",
+    "LanczosSpectrum", "FisherSummary",
     "NaturalGradientResult",
 ]
 # The result types that hold posterior draws; they alone convert to ArviZ InferenceData.

@@ -18,6 +18,9 @@ scalar mixtures of normals; Monte Carlo covers any family NumPyro can sample.
   along one or two directions through params (random, Fisher eigenvectors, the segment to
   another point: `random_directions`, `direction_between`), dense or matrix-free.
 * `fisher_vector_product`, `fisher_spectrum`: matrix-free products and Lanczos for large d.
+* `fisher_summary`: trace, rank and log pseudo-det of a large Fisher by stochastic Lanczos
+  quadrature and Hutchinson's estimator (`FisherSummary`); `stochastic_trace.spectral_summary`
+  is its pure, vmappable core.
 * `symmetry`: symmetry generators of two-layer networks, expected nullities, the split of
   the null space into symmetry and excess, conserved quantities, moves along orbits.
 * `relative_fisher`: closed-form relative Fisher matrices of single neurons and layers
@@ -31,6 +34,7 @@ from slt.geometry.matrix_free import LanczosSpectrum, fisher_spectrum, fisher_ve
 from slt.geometry.scan import FisherScan, fisher_scan
 from slt.geometry.slices import Direction, direction_between, fisher_slice, random_directions
 from slt.geometry.spectrum import DEFAULT_RANK_TOL
+from slt.geometry.stochastic_trace import FisherSummary, fisher_summary
 
 __all__ = [
     "DEFAULT_RANK_TOL",
@@ -38,12 +42,14 @@ __all__ = [
     "KINDS",
     "FisherResult",
     "FisherScan",
+    "FisherSummary",
     "LanczosSpectrum",
     "direction_between",
     "fisher_information",
     "fisher_scan",
     "fisher_slice",
     "fisher_spectrum",
+    "fisher_summary",
     "fisher_vector_product",
     "kl_divergence",
     "random_directions",

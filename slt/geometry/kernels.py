@@ -47,8 +47,10 @@ from slt.geometry.observation import WHITENED_FAMILIES, ObservationModel, safe_l
 __all__ = [
     "FisherArrays",
     "fisher_function",
+    "fisher_trace_function",
     "mixture_extent",
     "quadrature_grid",
+    "rows_per_example",
     "whitened_outputs",
 ]
 
@@ -74,16 +76,17 @@ def _jacobian(fn: Callable, theta: jax.Array, num_outputs: int) -> jax.Array:
     return (jax.jacrev if num_outputs < theta.shape[0] else jax.jacfwd)(fn)(theta)
 
 
-def _gram_over_chunks(rows_fn, theta, arrays, weights, rows_per_example: int, chunk_size=None):
-    """sum_i w_i R_i^T R_i with R_i = rows_fn(theta, arrays_i) of shape (rows, d), in chunks.
+def _sum_over_chunks(reduce, initial, rows_fn, theta, arrays, weights, num_rows: int,
+                     chunk_size=None):
+    """sum over chunks of reduce(R, w) with R = rows_fn(theta, arrays_chunk) (chunk, rows, d).
 
     `arrays` are pytrees with a leading example axis; the examples are split into chunks of
     at most `chunk_size` (default: the Jacobian budget), padded with zero-weight copies of
-    the first example, and summed with `lax.scan`.
+    the first example, and summed with `lax.scan` from `initial`.
     """
     n, d = weights.shape[0], theta.shape[0]
     if chunk_size is None:
-        chunk_size = max(1, _JACOBIAN_BUDGET // (rows_per_example * d))
+        chunk_size = max(1, _JACOBIAN_BUDGET // (num_rows * d))
     chunk = min(n, chunk_size)
     num_chunks = -(-n // chunk)
     pad = num_chunks * chunk - n
@@ -97,11 +100,19 @@ def _gram_over_chunks(rows_fn, theta, arrays, weights, rows_per_example: int, ch
 
     def step(total, xs):
         part, w = xs
-        rows = rows_fn(theta, part)  # (chunk, rows, d)
-        return total + jnp.einsum("bki,b,bkj->ij", rows, w, rows), None
+        return total + reduce(rows_fn(theta, part), w), None
 
-    total, _ = jax.lax.scan(step, jnp.zeros((d, d)), (chunks, chunk_weights))
+    total, _ = jax.lax.scan(step, initial, (chunks, chunk_weights))
     return total
+
+
+def _gram_over_chunks(rows_fn, theta, arrays, weights, num_rows: int, chunk_size=None):
+    """sum_i w_i R_i^T R_i with R_i = rows_fn(theta, arrays_i) of shape (rows, d), in chunks."""
+    d = theta.shape[0]
+    return _sum_over_chunks(
+        lambda rows, w: jnp.einsum("bki,b,bkj->ij", rows, w, rows), jnp.zeros((d, d)),
+        rows_fn, theta, arrays, weights, num_rows, chunk_size,
+    )
 
 
 def whitened_outputs(observation: ObservationModel, coordinates: Coordinates, theta, inputs):
@@ -149,7 +160,7 @@ def _family_outputs(observation, coordinates, theta, inputs):
     return outputs
 
 
-def _rows_per_example(observation: ObservationModel) -> int:
+def rows_per_example(observation: ObservationModel) -> int:
     """Rows of `whitened_outputs` per example: entries of y, times 2 for a learned Gaussian
     scale, times K for a categorical."""
     rows = int(np.prod(observation.output_shape, dtype=int))
@@ -159,7 +170,7 @@ def _rows_per_example(observation: ObservationModel) -> int:
 
 
 def _whitened_rows(observation, coordinates):
-    outputs_per_example = _rows_per_example(observation)
+    outputs_per_example = rows_per_example(observation)
 
     def rows(theta, inputs):
         outputs = whitened_outputs(observation, coordinates, theta, inputs)
@@ -332,3 +343,26 @@ def fisher_function(
         return _quadrature_fisher(observation, coordinates, theta, arrays), jnp.zeros((d, d))
 
     return quadrature
+
+
+def fisher_trace_function(
+    observation: ObservationModel, coordinates: Coordinates, *, chunk_size: int | None = None
+) -> Callable[[jax.Array, jax.Array | None, jax.Array], jax.Array]:
+    """`trace(theta, inputs, weights)`: the exact tr I(theta) of a Gaussian-noise or
+    exponential-family model, without the d x d matrix (pure; jit or vmap it).
+
+        tr I = tr sum_i w_i J_i^T J_i = sum_i w_i ||J_i||_F^2,
+
+    the weighted sum of the squared entries of the whitened Jacobian (`whitened_outputs`),
+    built a chunk of examples at a time: the cost of rows-per-example Fisher-vector products,
+    memory O(chunk * rows * d) (at least one example's Jacobian; chunks as `fisher_function`).
+    """
+    rows, per_example = _whitened_rows(observation, coordinates)
+
+    def trace(theta, inputs, weights):
+        return _sum_over_chunks(
+            lambda jacobian, w: jnp.einsum("bki,b->", jacobian**2, w), jnp.zeros(()),
+            rows, theta, inputs, weights, per_example, chunk_size,
+        )
+
+    return trace

@@ -18,6 +18,12 @@ space: the rank count is then exact. `fisher_spectrum` applies it to the Fisher.
 
 By Cauchy interlacing the i-th largest Ritz value is at most the i-th largest eigenvalue, so
 the number of Ritz values above the tolerance is always a lower bound on the numerical rank.
+
+Data are arguments: `fisher_operator` gives a pure function of (theta, inputs, weights) that
+linearises inside the compiled program, and the public functions compile it once per model
+and coordinate system (`FisherSetup.compiled`); a new point or new inputs of the same shapes
+compile nothing. `slt.geometry.stochastic_trace` builds trace, rank and log pseudo-determinant
+estimates on the same operator.
 """
 
 from __future__ import annotations
@@ -32,22 +38,26 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from slt.geometry.fisher import prepare
+from slt.geometry.coordinates import Coordinates
+from slt.geometry.fisher import FisherSetup, prepare
 from slt.geometry.kernels import whitened_outputs
-from slt.geometry.observation import WHITENED_FAMILIES
+from slt.geometry.observation import WHITENED_FAMILIES, ObservationModel
 from slt.geometry.spectrum import DEFAULT_RANK_TOL, check_rank_tol
 from slt.models.base import ModelSpec
 from slt.problem import Problem
 from slt.results import Persistable
-from slt.validation import require_int, require_key
+from slt.validation import InputError, require_int, require_key
 
 __all__ = [
+    "FisherOperator",
     "LanczosSpectrum",
     "LanczosState",
-    "fisher_matvec",
+    "compiled_operator",
+    "fisher_operator",
     "fisher_spectrum",
     "fisher_vector_product",
     "lanczos",
+    "prepare_matrix_free",
     "ritz_pairs",
 ]
 
@@ -55,6 +65,74 @@ __all__ = [
 # leaves residuals of ~1e-15 of it after the Krylov space is exhausted, while an eigenvalue
 # counted by the rank (> 1e-10 of the largest) leaves a residual above ~1e-10 / sqrt(d).
 _BREAKDOWN_TOL = 1e-13
+
+
+class FisherOperator(NamedTuple):
+    """The Fisher at one point as linear maps, closures over one linearisation of the
+    whitened outputs z (memory O(n * width), never d x d).
+
+    fisher: v (d,) -> I v = J^T W J v;
+    gram: u (m,) -> G u = W^(1/2) J J^T W^(1/2) u, with m = n * rows the number of whitened
+      outputs and W the input weights (repeated over each example's rows): G has the same
+      nonzero eigenvalues as I (J^T W J and W^(1/2) J J^T W^(1/2) are A^T A and A A^T for
+      A = W^(1/2) J), hence the same trace, rank and log pseudo-determinant, and is the
+      smaller operator when m < d;
+    dim: d; num_outputs: m.
+    """
+
+    fisher: Callable[[jax.Array], jax.Array]
+    gram: Callable[[jax.Array], jax.Array]
+    dim: int
+    num_outputs: int
+
+
+def fisher_operator(
+    observation: ObservationModel, coordinates: Coordinates
+) -> Callable[[jax.Array, jax.Array | None, jax.Array], FisherOperator]:
+    """`operator(theta, inputs, weights) -> FisherOperator`, pure in its array arguments.
+
+    Linearises `whitened_outputs` at theta (`jax.linearize`; its transpose is the VJP), so
+    that one product costs one JVP and one VJP of the network. Call it inside a jitted
+    function that takes theta, the inputs and their weights as arguments, so that the data
+    are arguments of the compiled program, never constants of it; it works under `vmap`.
+    """
+    if observation.family not in WHITENED_FAMILIES:
+        raise ValueError(
+            f"{observation.spec.name}: matrix-free Fisher products are for Gaussian-noise "
+            "and exponential-family observations; use fisher_information for mixtures (their "
+            "d is small)"
+        )
+
+    def operator(theta, inputs, weights):
+        outputs = whitened_outputs(observation, coordinates, theta, inputs)
+        values, jvp = jax.linearize(outputs, theta)
+        vjp = jax.linear_transpose(jvp, theta)
+        root = jnp.sqrt(weights)[:, None]  # (n, 1): W^(1/2) over each example's rows
+
+        def fisher(v):
+            return vjp(weights[:, None] * jvp(v))[0]
+
+        def gram(u):
+            return (root * jvp(vjp(root * u.reshape(values.shape))[0])).ravel()
+
+        return FisherOperator(fisher, gram, theta.shape[0], values.size)
+
+    return operator
+
+
+def compiled_operator(setup: FisherSetup, name: str, program: Callable, *settings: Any):
+    """`setup.compiled` for a `program(operator, theta, key) -> outputs` over the Fisher at
+    theta: the compiled function takes (theta, inputs, weights, key), the data as arguments,
+    and is built once per model, coordinates, `name` and `settings`."""
+    operator = fisher_operator(setup.observation, setup.coordinates)
+
+    def build():
+        def compiled(theta, inputs, weights, key):
+            return program(operator(theta, inputs, weights), theta, key)
+
+        return compiled
+
+    return setup.compiled(name, build, *settings)
 
 
 def fisher_vector_product(
@@ -72,8 +150,9 @@ def fisher_vector_product(
       model, params, x, x_weights, coordinates: as in `fisher_information` (exact kind).
 
     Returns:
-      A function of a vector v (d,) returning I v (d,) as float64 numpy; it holds the
-      linearisation at theta (memory O(n * width)), never a d x d matrix.
+      A function of a vector v (d,) returning I v (d,) as float64 numpy. Each call runs one
+      compiled program (built once per model and coordinates) that takes theta, the inputs
+      and v as arguments; memory O(n * width + d), never a d x d matrix.
 
     Example:
       >>> spec = slt.models.two_layer_network(1, 2, 1, activation="relu")      # d = 7
@@ -88,36 +167,26 @@ def fisher_vector_product(
       True
     """
     with jax.enable_x64(True):
-        product = _product(model, params, x, x_weights, coordinates)[0]
-    dtype = np.float64
+        setup = prepare_matrix_free(model, params, x, x_weights, coordinates)
+        product = compiled_operator(setup, "fisher_vector_product",
+                                    lambda operator, theta, v: operator.fisher(v))
+        theta, arrays = jnp.asarray(setup.theta), setup.arrays
 
     def apply(v):
         with jax.enable_x64(True):
-            return np.asarray(product(jnp.asarray(v, dtype=dtype)))
+            vector = jnp.asarray(v, dtype=np.float64)
+            if vector.shape != theta.shape:
+                raise InputError(f"v must have shape ({theta.shape[0]},) (d), got {vector.shape}")
+            return np.asarray(product(theta, arrays.inputs, arrays.weights, vector))
 
     return apply
 
 
-def _product(model, params, x, x_weights, coordinates):
+def prepare_matrix_free(model, params, x, x_weights, coordinates) -> FisherSetup:
+    """`prepare` (exact kind) for a model the matrix-free functions cover, else ValueError."""
     setup = prepare(model, params, x=x, x_weights=x_weights, coordinates=coordinates)
-    if setup.observation.family not in WHITENED_FAMILIES:
-        raise ValueError(
-            f"{setup.observation.spec.name}: matrix-free Fisher products are for Gaussian-noise "
-            "and exponential-family observations; use fisher_information for mixtures (their "
-            "d is small)"
-        )
-    matvec = fisher_matvec(setup.observation, setup.coordinates, jnp.asarray(setup.theta),
-                           setup.arrays.inputs, setup.arrays.weights)
-    return jax.jit(matvec), setup
-
-
-def fisher_matvec(observation, coordinates, theta, inputs, weights):
-    """v -> I(theta) v = J^T (w * (J v)) (module docstring): pure, usable under jit and vmap
-    (over theta too); it linearises the whitened outputs at theta once."""
-    outputs = whitened_outputs(observation, coordinates, theta, inputs)
-    _, jvp = jax.linearize(outputs, theta)
-    vjp = jax.linear_transpose(jvp, theta)
-    return lambda v: vjp(weights[:, None] * jvp(v))[0]
+    fisher_operator(setup.observation, setup.coordinates)  # refuses what it cannot do
+    return setup
 
 
 class LanczosState(NamedTuple):
@@ -136,14 +205,22 @@ class LanczosState(NamedTuple):
     scale: jax.Array
 
 
-def lanczos(matvec: Callable[[jax.Array], jax.Array], key: jax.Array, dim: int, num_steps: int):
+def lanczos(
+    matvec: Callable[[jax.Array], jax.Array],
+    key: jax.Array,
+    dim: int,
+    num_steps: int,
+    *,
+    start: jax.Array | None = None,
+):
     """k = num_steps Lanczos steps on a symmetric operator, fully reorthogonalised; jit-able.
 
     Args:
       matvec: v (dim,) -> A v, symmetric A.
-      key: PRNG key for the start and restart vectors.
+      key: PRNG key for the restart vectors (and the start vector when `start` is None).
       dim: d.
       num_steps: k <= d.
+      start: the start vector (dim,), normalised here (default: a standard normal draw).
 
     Returns:
       A `LanczosState`; the Ritz values are the eigenvalues of the tridiagonal matrix.
@@ -179,7 +256,7 @@ def lanczos(matvec: Callable[[jax.Array], jax.Array], key: jax.Array, dim: int, 
             scale=scale,
         )
 
-    start = jax.random.normal(keys[0], (dim,))
+    start = jax.random.normal(keys[0], (dim,)) if start is None else start
     initial = LanczosState(
         basis=jnp.zeros((num_steps + 1, dim)).at[0].set(start / jnp.linalg.norm(start)),
         alphas=jnp.zeros(num_steps),
@@ -190,13 +267,14 @@ def lanczos(matvec: Callable[[jax.Array], jax.Array], key: jax.Array, dim: int, 
     return jax.lax.fori_loop(0, num_steps, step, initial)
 
 
-def ritz_pairs(state: LanczosState) -> tuple[np.ndarray, np.ndarray]:
-    """Eigenvalues (ascending) and eigenvectors of the Lanczos tridiagonal matrix T."""
-    off_diagonal = np.asarray(state.betas[:-1])
+def ritz_pairs(state: LanczosState) -> tuple[jax.Array, jax.Array]:
+    """Eigenvalues (ascending) and eigenvectors (columns) of the Lanczos tridiagonal matrix T
+    (jit- and vmap-able)."""
+    off_diagonal = state.betas[:-1]
     tridiagonal = (
-        np.diag(np.asarray(state.alphas)) + np.diag(off_diagonal, 1) + np.diag(off_diagonal, -1)
+        jnp.diag(state.alphas) + jnp.diag(off_diagonal, 1) + jnp.diag(off_diagonal, -1)
     )
-    return np.linalg.eigh(tridiagonal)
+    return jnp.linalg.eigh(tridiagonal)
 
 
 @dataclass(frozen=True)
@@ -329,11 +407,15 @@ def fisher_spectrum(
         raise ValueError("fisher_spectrum needs a PRNG key: key=jax.random.key(0)")
     require_key(key)
     with jax.enable_x64(True):
-        product, setup = _product(model, params, x, x_weights, coordinates)
+        setup = prepare_matrix_free(model, params, x, x_weights, coordinates)
         dim = setup.coordinates.dim
         steps = int(min(num_steps, dim))
-        state = jax.jit(lanczos, static_argnums=(0, 2, 3))(product, key, dim, steps)
-        ritz_values, ritz_vectors = ritz_pairs(state)
+        run = compiled_operator(
+            setup, "fisher_spectrum",
+            lambda operator, theta, k: lanczos(operator.fisher, k, operator.dim, steps), steps,
+        )
+        state = run(jnp.asarray(setup.theta), setup.arrays.inputs, setup.arrays.weights, key)
+        ritz_values, ritz_vectors = (np.asarray(a) for a in ritz_pairs(state))
         errors = np.abs(float(state.betas[-1]) * ritz_vectors[-1])
         exhausted = bool(state.exhausted) or steps == dim
     largest = ritz_values[-1]

@@ -49,8 +49,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from slt.geometry.fisher import prepare
-from slt.geometry.kernels import whitened_outputs
-from slt.geometry.matrix_free import fisher_matvec, lanczos
+from slt.geometry.kernels import fisher_trace_function
+from slt.geometry.matrix_free import fisher_operator, lanczos
 from slt.geometry.observation import WHITENED_FAMILIES, observation_model
 from slt.geometry.scan import (
     DEFAULT_CHUNK_SIZE,
@@ -83,7 +83,6 @@ MATRIX_FREE_DIM = 2000  # method="auto" goes matrix-free above this d (module do
 DEFAULT_NUM_STEPS = 30
 NORMALIZATIONS = ("unit", "site", "filter")
 _CHUNK_FLOATS = 2**28  # matrix-free: Lanczos bases (2 GiB) of one chunk, vmapped on a GPU
-_TRACE_FLOATS = 2**22  # per-example Jacobians (32 MiB) held at once by the exact trace
 
 
 class Direction(NamedTuple):
@@ -263,21 +262,6 @@ def _parse_directions(directions, coordinates):
     return names, np.stack(vectors), tuple(kinds), tuple(grids)
 
 
-def _trace(observation, coordinates, theta, inputs, weights):
-    """trace I(theta) = sum_i w_i |J_i|_F^2, J_i the Jacobian of example i's whitened
-    outputs, computed exactly a batch of examples at a time."""
-
-    def squared_norm(example_inputs):
-        outputs = whitened_outputs(observation, coordinates, theta, example_inputs)
-        return jnp.sum(jax.jacrev(outputs)(theta) ** 2)
-
-    if inputs is None:
-        return weights[0] * squared_norm(None)
-    batch = max(1, _TRACE_FLOATS // theta.shape[0])
-    norms = jax.lax.map(lambda x: squared_norm(x[None]), inputs, batch_size=batch)
-    return weights @ norms
-
-
 def lanczos_point_summary(observation, coordinates, num_steps: int, rank_tol: float):
     """The matrix-free summary of one point, as a pure, vmappable function.
 
@@ -287,10 +271,11 @@ def lanczos_point_summary(observation, coordinates, num_steps: int, rank_tol: fl
       I(theta) v = J^T (w * (J v)) started from `key`, and the exact trace (module docstring).
     """
     dim = coordinates.dim
+    operator = fisher_operator(observation, coordinates)
+    trace = fisher_trace_function(observation, coordinates)
 
     def summary(theta, key, inputs, weights):
-        matvec = fisher_matvec(observation, coordinates, theta, inputs, weights)
-        state = lanczos(matvec, key, dim, num_steps)
+        state = lanczos(operator(theta, inputs, weights).fisher, key, dim, num_steps)
         coupling = state.betas[:-1]
         tridiagonal = jnp.diag(state.alphas) + jnp.diag(coupling, 1) + jnp.diag(coupling, -1)
         ritz = spectrum_summary(jnp.linalg.eigvalsh(tridiagonal), rank_tol)
@@ -300,7 +285,7 @@ def lanczos_point_summary(observation, coordinates, num_steps: int, rank_tol: fl
             "log_pdet": ritz["log_pdet"],
             "smallest_nonzero": ritz["smallest_nonzero"],
             "max_eigenvalue": ritz["max_eigenvalue"],
-            "trace": _trace(observation, coordinates, theta, inputs, weights),
+            "trace": trace(theta, inputs, weights),
         }
 
     return summary

@@ -12,7 +12,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-__all__ = ["plot_scan", "plot_spectrum"]
+__all__ = ["plot_scan", "plot_spectral_density", "plot_spectrum"]
 
 _SINGULAR_COLOR = "C3"
 
@@ -43,6 +43,32 @@ def plot_spectrum(result, *, ax=None):
     ax.axhline(threshold, color="k", ls="--", lw=1, label=f"{result.rank_tol:g} x largest")
     ax.set(xlabel="index (largest first)", ylabel="eigenvalue",
            title=f"Fisher spectrum: rank {result.rank} of {result.dim}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_spectral_density(result, *, ax=None):
+    """The stochastic-Lanczos estimate of the eigenvalue density, with the rank threshold.
+
+    `result` is a `FisherSummary`: a histogram of log10 of its Ritz values, each weighted by
+    dim * tau^2 / num_probes, so that the bars count eigenvalues (their total is the size of
+    the operator). Ritz values at or below zero are left out.
+    """
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+    else:
+        fig = ax.figure
+    values, weights = np.ravel(result.ritz_values), np.ravel(result.ritz_weights)
+    size = result.num_outputs if result.space == "outputs" else result.dim
+    positive = values > 0
+    ax.hist(np.log10(values[positive]), bins=40,
+            weights=weights[positive] * size / result.num_probes, color="C0")
+    threshold = result.rank_tol * result.max_eigenvalue
+    ax.axvline(np.log10(threshold), color="k", ls="--", lw=1,
+               label=f"{result.rank_tol:g} x largest")
+    ax.set(xlabel="log10 eigenvalue", ylabel="eigenvalues (estimated count)",
+           title=f"Fisher spectral density (SLQ): rank ~ {result.rank:.1f} of {result.dim}")
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
