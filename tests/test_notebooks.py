@@ -28,6 +28,9 @@ TEST_SIZES = {
     "01_compare_model_classes.ipynb": {"NUM_PARTICLES": 100, "N": 200},
     "02_llc_of_a_trained_network.ipynb": {"N": 1000, "TRAIN_STEPS": 1000, "NUM_WARMUP": 200,
                                           "NUM_SAMPLES": 300},
+    "04_your_own_model_landscape.ipynb": {"HIDDEN": 8, "TRAIN_STEPS": 200, "GRID": 5,
+                                          "SEGMENT_POINTS": 9, "NUM_PROBES": 4,
+                                          "LANCZOS_STEPS": 20},
 }
 
 
@@ -64,11 +67,12 @@ def _with_sizes(notebook, sizes: dict):
     return notebook
 
 
-def test_the_three_notebooks_exist():
+def test_the_four_notebooks_exist():
     assert [path.name for path in NOTEBOOKS] == [
         "01_compare_model_classes.ipynb",
         "02_llc_of_a_trained_network.ipynb",
         "03_fisher_landscapes.ipynb",
+        "04_your_own_model_landscape.ipynb",
     ]
 
 
