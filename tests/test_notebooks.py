@@ -28,9 +28,9 @@ TEST_SIZES = {
     "01_compare_model_classes.ipynb": {"NUM_PARTICLES": 100, "N": 200},
     "02_llc_of_a_trained_network.ipynb": {"N": 1000, "TRAIN_STEPS": 1000, "NUM_WARMUP": 200,
                                           "NUM_SAMPLES": 300},
-    "04_your_own_model_landscape.ipynb": {"HIDDEN": 8, "TRAIN_STEPS": 200, "GRID": 5,
-                                          "SEGMENT_POINTS": 9, "NUM_PROBES": 4,
-                                          "LANCZOS_STEPS": 20},
+    "04_your_own_model_landscape.ipynb": {"HIDDEN": 8, "TRAIN_STEPS": 200, "GRID": 3,
+                                          "SEGMENT_POINTS": 5, "NUM_PROBES": 2,
+                                          "LANCZOS_STEPS": 10},
 }
 
 

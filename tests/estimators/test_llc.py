@@ -150,13 +150,16 @@ def test_network_trained_with_optax_via_from_loss():
         prediction = jnp.tanh(batch["x"] @ params["V"].T) @ params["U"].T
         return jnp.sum(0.5 * (batch["y"] - prediction) ** 2 + 0.5 * jnp.log(2 * jnp.pi), -1)
 
-    params = {"U": jnp.full((1, 2), 0.1), "V": jnp.array([[0.2], [-0.3]])}
     optimizer = optax.adam(1e-2)
-    state = optimizer.init(params)
-    for _ in range(300):
+
+    def step(carry, _):
+        params, state = carry
         grads = jax.grad(lambda p: jnp.mean(nll(p, data)))(params)
         updates, state = optimizer.update(grads, state)
-        params = optax.apply_updates(params, updates)
+        return (optax.apply_updates(params, updates), state), None
+
+    params = {"U": jnp.full((1, 2), 0.1), "V": jnp.array([[0.2], [-0.3]])}
+    (params, _), _ = jax.lax.scan(step, (params, optimizer.init(params)), None, length=300)
     settings = dict(num_samples=800, num_warmup=200, step_size=1e-4, gamma=1.0, progress=False)
     trained = slt.llc(Problem.from_loss(nll, params, data), params, jax.random.key(10), **settings)
     as_model = slt.llc(spec.problem(data), params, jax.random.key(10), **settings)

@@ -97,7 +97,7 @@ def test_every_geometry_entry_point_takes_the_network(classifier, params, x):
     scan = fisher_scan(classifier, params, {"b1[0]": np.linspace(-1.0, 1.0, 3)},
                        progress=False)
     assert np.all(scan["rank"].values == fisher.rank)
-    monte_carlo = fisher_information(classifier, params, kind="monte_carlo", num_samples=100,
+    monte_carlo = fisher_information(classifier, params, kind="monte_carlo", num_samples=40,
                                      key=jax.random.key(4))
     z = np.abs(monte_carlo.matrix - fisher.matrix) / np.maximum(monte_carlo.standard_error,
                                                                  1e-12)
