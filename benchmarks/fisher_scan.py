@@ -289,12 +289,14 @@ def run_directions(key=None) -> str:
         f"{SLICE_SAMPLE} random points of the slice, extrapolated per point; their ranks and "
         f"largest eigenvalues equal the slice's: {'yes' if agree else 'NO'}.\n\n"
         + "\n".join(table)
-        + "\n\n`fisher_spectrum` compiles its Lanczos program afresh at every point (the "
-        "program closes over the point's linearisation) and validates the point: that is "
-        "what the slice saves, compiling once and taking the point as an argument. On CPU a "
-        "chunk's points are looped over in compiled code (`lax.map`), so the slice does no "
-        "better than its per-point function jitted once and called in a loop (last row; the "
-        "slice also computes the loss); on an accelerator a chunk's points are vmapped.\n"
+        + "\n\n`fisher_spectrum` compiles its Lanczos program once per model (theta and the "
+        "inputs are arguments) and, per call, validates the point and moves it between host "
+        "and device: that is what the slice saves. On CPU a chunk's points are looped over "
+        "in compiled code (`lax.map`), so the slice does no better than its per-point "
+        "function jitted once and called in a loop (last row; the slice also computes the "
+        "trace and the loss): the work per point is the same Lanczos. On an accelerator a "
+        "chunk's points are vmapped, which is where a slice can be many times faster than "
+        "a loop.\n"
     )
 
 
