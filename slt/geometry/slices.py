@@ -25,14 +25,20 @@ Two methods (`method="auto"` picks by d):
 * "matrix_free" (d > `MATRIX_FREE_DIM`; Gaussian-noise and exponential-family models, exact
   kind): k = num_steps Lanczos steps on the Fisher-vector product I v = J^T (w * (J v)) (a
   JVP and a VJP of the whitened outputs, `slt.geometry.matrix_free`) at every point, with
-  the same key at every point (common random numbers: smooth maps). From the Ritz values
+  the same key at every point (common random numbers: smooth maps). When the whitened
+  outputs are fewer than the parameters (m = examples x rows < d, a big network on few
+  inputs) the steps run on the Fisher's Gram twin G = W^1/2 J J^T W^1/2 (m x m, the same
+  nonzero eigenvalues; `slt.geometry.matrix_free.FisherOperator`) instead, at min(k, m)
+  steps: with k >= m its whole spectrum, hence rank, log pdet and trace (= tr T), exactly,
+  and vectors of length m instead of d. From the Ritz values
   r_1 <= ... <= r_k: max_eigenvalue = r_k (the top converges first), rank = #{r_i >
   rank_tol r_k} (a lower bound on the rank, by Cauchy interlacing; exact where
-  `rank_is_exact`: the Krylov space was exhausted, or k = d), log_pdet = sum of log r_i over
-  those (the log pseudo-det of I when the rank is exact; otherwise of I compressed to the
-  Krylov space), smallest_nonzero = the smallest of those; trace = sum_i w_i |J_i|_F^2
-  exactly, from per-example Jacobians. Memory per point O(k d), time O(k) products plus
-  O(d k^2) reorthogonalisation.
+  `rank_is_exact`: the Krylov space was exhausted, or k = the operator's size), log_pdet =
+  sum of log r_i over those (the log pseudo-det of I when the rank is exact; otherwise of I
+  compressed to the Krylov space), smallest_nonzero = the smallest of those; trace = sum_i
+  w_i |J_i|_F^2 exactly (from per-example Jacobians, or tr T when the steps span the
+  operator). Memory per point O(k size), time O(k) products plus O(size k^2)
+  reorthogonalisation, size = min(m, d).
 
 The threshold: at d = 2000 a dense point costs a 2000 x 2000 eigendecomposition (8e9 flops,
 about 1 s on one CPU core) and 32 MiB per matrix, while k = 30 Lanczos steps cost 30
@@ -268,24 +274,32 @@ def lanczos_point_summary(observation, coordinates, num_steps: int, rank_tol: fl
     Returns:
       summary(theta, key, inputs, weights) -> {rank, rank_is_exact, log_pdet,
       smallest_nonzero, max_eigenvalue, trace}, from `num_steps` Lanczos steps on
-      I(theta) v = J^T (w * (J v)) started from `key`, and the exact trace (module docstring).
+      I(theta) v = J^T (w * (J v)), or on its Gram twin when that is smaller, started from
+      `key`, and the exact trace (module docstring).
     """
     dim = coordinates.dim
     operator = fisher_operator(observation, coordinates)
     trace = fisher_trace_function(observation, coordinates)
 
     def summary(theta, key, inputs, weights):
-        state = lanczos(operator(theta, inputs, weights).fisher, key, dim, num_steps)
+        fisher = operator(theta, inputs, weights)
+        # the smaller of I (d x d) and its Gram twin G (m x m): the same nonzero spectrum
+        size, matvec = ((fisher.num_outputs, fisher.gram) if fisher.num_outputs < dim
+                        else (dim, fisher.fisher))
+        steps = min(num_steps, size)  # static: shapes are known when this is traced
+        state = lanczos(matvec, key, size, steps)
         coupling = state.betas[:-1]
         tridiagonal = jnp.diag(state.alphas) + jnp.diag(coupling, 1) + jnp.diag(coupling, -1)
         ritz = spectrum_summary(jnp.linalg.eigvalsh(tridiagonal), rank_tol)
         return {
             "rank": ritz["rank"],
-            "rank_is_exact": state.exhausted | (num_steps == dim),
+            "rank_is_exact": state.exhausted | (steps == size),
             "log_pdet": ritz["log_pdet"],
             "smallest_nonzero": ritz["smallest_nonzero"],
             "max_eigenvalue": ritz["max_eigenvalue"],
-            "trace": trace(theta, inputs, weights),
+            # with steps spanning the operator T = Q^T A Q, Q orthogonal: tr T = tr A = tr I
+            "trace": (jnp.sum(state.alphas) if steps == size
+                      else trace(theta, inputs, weights)),
         }
 
     return summary

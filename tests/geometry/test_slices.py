@@ -150,6 +150,23 @@ def test_matrix_free_slice_equals_the_dense_slice(wide_network):
     assert "log_det" not in free.dataset and "matrix_free" in repr(free)
 
 
+def test_matrix_free_on_the_fisher_itself_when_outputs_outnumber_parameters():
+    """More whitened outputs than parameters (m = 60 > d = 3): Lanczos runs on I itself (d
+    steps exhaust it), and equals the dense slice (the test above takes the Gram twin)."""
+    spec = models.linear_regression(3)
+    data = spec.simulate(jax.random.key(8), {"w": np.array([1.0, -0.5, 0.2])}, 60)
+    problem = spec.problem(data)
+    point = {"w": np.array([0.8, -0.4, 0.1]), **(
+        {"noise_variance": 1.0} if "noise_variance" in problem.site_names else {})}
+    axes = {"s": (np.array([1.0, 2.0, -1.0]), [-1.0, 0.0, 1.0])}
+    dense = fisher_slice(problem, point, axes, method="dense", progress=False)
+    free = fisher_slice(problem, point, axes, method="matrix_free", key=jax.random.key(9),
+                        progress=False)
+    assert bool(free["rank_is_exact"].all())
+    for name in ("rank", "max_eigenvalue", "trace", "log_pdet", "loss"):
+        np.testing.assert_allclose(free[name].values, dense[name].values, rtol=1e-10)
+
+
 def test_a_slice_compiles_once_per_structure(count_compiles, wide_network):
     """New base point, new directions, new grid values of the same shape: nothing compiles."""
     spec, values, x = wide_network
