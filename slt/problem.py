@@ -216,10 +216,16 @@ class Problem:
         require_callable("nll_fn", nll_fn)
         require_callable("log_prior", log_prior, optional=True)
         require_finite_tree(params, "params")
+        return cls._from_validated_loss(nll_fn, params, arrays, n, log_prior, x64)
+
+    @classmethod
+    def _from_validated_loss(cls, nll_fn, params, arrays, n, log_prior, x64,
+                             prediction=None) -> Problem:
+        """`from_loss` on data validated by `_validate_data`, functions and params checked."""
         self = cls.__new__(cls)
         self.model = None
         self.model_kwargs = {}
-        self.prediction = None
+        self.prediction = prediction
         self._nll_fn = nll_fn
         self._log_prior_fn = log_prior
         self._traced_nll = jax.jit(nll_fn)
@@ -305,12 +311,12 @@ class Problem:
         require_callable("predict_fn", predict_fn)
         prediction = Prediction(predict_fn, likelihood, scale if likelihood == "gaussian"
                                 else 1.0, x, y)
-        arrays, _ = _validate_data(data, x64)
+        arrays, n = _validate_data(data, x64)
+        require_callable("log_prior", log_prior, optional=True)
         require_finite_tree(params, "params")
         prediction.check(params, arrays)
-        self = cls.from_loss(prediction.nll, params, data, log_prior=log_prior, x64=x64)
-        self.prediction = prediction
-        return self
+        return cls._from_validated_loss(prediction.nll, params, arrays, n, log_prior, x64,
+                                        prediction)
 
     # ------------------------------------------------------------------ public functions
 

@@ -145,7 +145,8 @@ class Coordinates:
         """The number of coordinates d."""
         return sum(self.sizes)
 
-    def _split(self, theta: jnp.ndarray):
+    def split(self, theta: jnp.ndarray) -> list:
+        """theta (d,) -> one block per site, in site order (views, for a numpy theta)."""
         offsets = np.cumsum((0,) + self.sizes)
         return [theta[offsets[k] : offsets[k + 1]] for k in range(len(self.sizes))]
 
@@ -153,7 +154,7 @@ class Coordinates:
         """theta (d,) -> {site: constrained value}; differentiable, works under jit and vmap."""
         values = {}
         for name, shape, support, part in zip(
-            self.site_names, self.shapes, self.supports, self._split(theta), strict=True
+            self.site_names, self.shapes, self.supports, self.split(theta), strict=True
         ):
             if self.system == "unconstrained":
                 transform = biject_to(support)

@@ -59,6 +59,7 @@ __all__ = [
     "lanczos",
     "prepare_matrix_free",
     "ritz_pairs",
+    "tridiagonal",
 ]
 
 # A residual below this fraction of the largest Ritz value is an invariant subspace. Rounding
@@ -267,14 +268,17 @@ def lanczos(
     return jax.lax.fori_loop(0, num_steps, step, initial)
 
 
+def tridiagonal(state: LanczosState) -> jax.Array:
+    """The Lanczos tridiagonal matrix T = tridiag(betas, alphas, betas) (jit- and vmap-able);
+    its eigenvalues are the Ritz values."""
+    off_diagonal = state.betas[:-1]
+    return jnp.diag(state.alphas) + jnp.diag(off_diagonal, 1) + jnp.diag(off_diagonal, -1)
+
+
 def ritz_pairs(state: LanczosState) -> tuple[jax.Array, jax.Array]:
     """Eigenvalues (ascending) and eigenvectors (columns) of the Lanczos tridiagonal matrix T
     (jit- and vmap-able)."""
-    off_diagonal = state.betas[:-1]
-    tridiagonal = (
-        jnp.diag(state.alphas) + jnp.diag(off_diagonal, 1) + jnp.diag(off_diagonal, -1)
-    )
-    return jnp.linalg.eigh(tridiagonal)
+    return jnp.linalg.eigh(tridiagonal(state))
 
 
 @dataclass(frozen=True)

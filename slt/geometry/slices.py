@@ -56,7 +56,7 @@ import numpy as np
 
 from slt.geometry.fisher import prepare
 from slt.geometry.kernels import fisher_trace_function
-from slt.geometry.matrix_free import fisher_operator, lanczos
+from slt.geometry.matrix_free import fisher_operator, lanczos, tridiagonal
 from slt.geometry.observation import WHITENED_FAMILIES, observation_model
 from slt.geometry.scan import (
     DEFAULT_CHUNK_SIZE,
@@ -108,13 +108,6 @@ def _coordinates_of(model, params, coordinates: str):
     if not np.all(np.isfinite(theta)):
         raise ValueError(f"params are at infinity in {coordinates} coordinates: {values}")
     return system, theta
-
-
-def _blocks(coordinates, theta: np.ndarray):
-    """(site shape, slice of theta) for each site."""
-    offsets = np.cumsum((0,) + coordinates.sizes)
-    return [(shape, slice(offsets[k], offsets[k + 1]))
-            for k, shape in enumerate(coordinates.shapes)]
 
 
 def random_directions(
@@ -172,12 +165,13 @@ def random_directions(
         if normalize == "unit":
             vector /= np.linalg.norm(vector)
             continue
-        for shape, block in _blocks(system, theta):
+        for shape, block, size in zip(system.shapes, system.split(vector), system.split(theta),
+                                      strict=True):  # blocks of vector are views: set in place
             if normalize == "filter" and len(shape) < 2:
-                vector[block] = 0.0
+                block[:] = 0.0
                 continue
             rows = shape[0] if normalize == "filter" else 1
-            part, size = vector[block].reshape(rows, -1), theta[block].reshape(rows, -1)
+            part, size = block.reshape(rows, -1), size.reshape(rows, -1)
             part *= (np.linalg.norm(size, axis=1) / np.linalg.norm(part, axis=1))[:, None]
         if not np.any(vector):
             raise ValueError(
@@ -288,9 +282,7 @@ def lanczos_point_summary(observation, coordinates, num_steps: int, rank_tol: fl
                         else (dim, fisher.fisher))
         steps = min(num_steps, size)  # static: shapes are known when this is traced
         state = lanczos(matvec, key, size, steps)
-        coupling = state.betas[:-1]
-        tridiagonal = jnp.diag(state.alphas) + jnp.diag(coupling, 1) + jnp.diag(coupling, -1)
-        ritz = spectrum_summary(jnp.linalg.eigvalsh(tridiagonal), rank_tol)
+        ritz = spectrum_summary(jnp.linalg.eigvalsh(tridiagonal(state)), rank_tol)
         return {
             "rank": ritz["rank"],
             "rank_is_exact": state.exhausted | (steps == size),
