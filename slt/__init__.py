@@ -28,6 +28,8 @@ from slt.estimators import (
 )
 from slt.estimators.llc import LLCResult, llc
 from slt.estimators.llc_calibration import CalibrationResult, llc_calibrate
+from slt.estimators.llc_parts import LLCTable, leaf_parts, llc_table
+from slt.estimators.llc_trajectory import LLCTrajectory, llc_trajectory
 from slt.fit import FitResult, fit_map
 from slt.geometry import (
     FisherResult,
@@ -63,6 +65,7 @@ __all__ = [
     "compare",
     "free_energy",
     "laplace",
+    "leaf_parts",
     "rlct",
     "sbic",
     "wbic",
@@ -71,6 +74,8 @@ __all__ = [
     "FisherSummary",
     "FitResult",
     "LLCResult",
+    "LLCTable",
+    "LLCTrajectory",
     "Problem",
     "fisher_information",
     "fisher_scan",
@@ -81,6 +86,8 @@ __all__ = [
     "kl_divergence",
     "llc",
     "llc_calibrate",
+    "llc_table",
+    "llc_trajectory",
     "models",
     "truth",
 ]

@@ -47,6 +47,7 @@ __all__ = [
     "additive_rlct",
     "rrr_rlct",
     "dln_rlct",
+    "dln_layer_rlct",
     "tanh_rlct",
     "two_component_mixture_rlct",
     "product_model_rlct",
@@ -347,6 +348,66 @@ def dln_rlct(widths: Sequence[int], r: int) -> RLCT:
         return RLCT(value, a * (ell - a) + 1)
     # Aoyagi (2024) proves that some prefix qualifies; reaching this line is a bug.
     raise RuntimeError(f"no admissible subset for widths={H}, r={r}")  # pragma: no cover
+
+
+def dln_layer_rlct(layers: Sequence, index: int, *, tol: float | None = None) -> RLCT:
+    """Learning coefficient of one layer of a deep linear network, the others held fixed.
+
+    With every layer but ``W = layers[index]`` fixed, ``f(x) = C W D x`` with
+    ``C = W_L ⋯ W_{index+2}`` and ``D = W_index ⋯ W_1`` (identities where empty) is linear in
+    W: a regular model in the ``rank(C) rank(D)`` directions of W that change ``C W D``
+    (the map ``W -> C W D`` is ``Dᵀ ⊗ C``), flat in the others, so (inputs of full-rank
+    covariance)::
+
+        λ = rank(C) rank(D) / 2,   m = 1.
+
+    This is the exact value of the weight-refined LLC of that layer (`slt.llc` with
+    ``restrict_to`` the layer, `slt.llc_table`) at a w* that minimises L_n over the layer,
+    e.g. any critical point of L_n such as a trained network: the restricted L_n is a
+    quadratic in W, so the local posterior is Gaussian in the identifiable directions.
+
+    Args:
+      layers: the weight matrices ``[W_1, ..., W_L]`` (W_l of shape (H_{l+1}, H_l)).
+      index: which layer (0-based; negative counts from the end).
+      tol: the singular-value threshold of the ranks (numpy's ``matrix_rank`` default when
+        None).
+
+    Returns:
+      The :class:`RLCT`.
+
+    Raises:
+      ValueError: layers not 2-D matrices that chain (H_{l+1}, H_l), or index out of range.
+
+    Example:
+      >>> import numpy as np
+      >>> layers = [np.eye(4, 5), np.eye(2, 4), np.eye(4, 2), np.eye(3, 4)]
+      >>> [dln_layer_rlct(layers, i).value for i in range(4)]   # the width-2 bottleneck
+      [Fraction(5, 1), Fraction(4, 1), Fraction(3, 1), Fraction(3, 1)]
+    """
+    matrices = [np.asarray(layer, dtype=np.float64) for layer in layers]
+    for position, matrix in enumerate(matrices):
+        if matrix.ndim != 2:
+            raise ValueError(f"layers[{position}] must be a matrix, got shape {matrix.shape}")
+        if position and matrix.shape[1] != matrices[position - 1].shape[0]:
+            raise ValueError(
+                f"layers[{position}] has {matrix.shape[1]} columns but layers[{position - 1}] "
+                f"has {matrices[position - 1].shape[0]} rows: they do not chain"
+            )
+    count = len(matrices)
+    position = _as_int("index", index)
+    if not -count <= position < count:
+        raise ValueError(f"index must pick one of the {count} layers, got {index}")
+    position %= count
+
+    def rank_of_product(selected, size):
+        product = np.eye(size)
+        for matrix in selected:
+            product = matrix @ product
+        return int(np.linalg.matrix_rank(product, tol=tol))
+
+    below = rank_of_product(matrices[:position], matrices[0].shape[1])
+    above = rank_of_product(matrices[position + 1:], matrices[position].shape[0])
+    return RLCT(Fraction(above * below, 2), 1)
 
 
 def tanh_rlct(H: int) -> RLCT:

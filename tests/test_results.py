@@ -24,6 +24,8 @@ from slt.estimators.bic import BICResult
 from slt.estimators.compare import compare
 from slt.estimators.llc import llc
 from slt.estimators.llc_calibration import llc_calibrate
+from slt.estimators.llc_parts import llc_table
+from slt.estimators.llc_trajectory import llc_trajectory
 from slt.estimators.sbic import sbic_gaussian_mixtures
 from slt.fit import FitResult
 from slt.geometry.fisher import fisher_information
@@ -73,10 +75,17 @@ def results():
                     num_warmup=10, step_size=1e-4, progress=False)
         calibration = llc_calibrate(problem, fit.params, jax.random.key(3), num_samples=20,
                                     num_warmup=10, chains_per_candidate=1, progress=False)
+        short = dict(num_chains=2, num_samples=20, num_warmup=10, step_size=1e-4,
+                     progress=False)
+        table = llc_table(problem, fit.params, jax.random.key(9),
+                          parts={"w1": {"w": np.array([True, False])}, "w": {"w": True}},
+                          **short)
+        trajectory = llc_trajectory(problem, [problem.init(jax.random.key(10)), fit.params],
+                                    jax.random.key(11), steps=[0, 100], **short)
     mixture = models.fixed_component_mixture()
     base = {"pi": 0.5, "mu": 1.0, "sigma": 1.0}
     found = [
-        *comparison.results["d=2"].values(), comparison, local, calibration,
+        *comparison.results["d=2"].values(), comparison, local, calibration, table, trajectory,
         fisher_information(mixture, base),
         fisher_information(mixture, base, kind="monte_carlo", num_samples=64,
                            key=jax.random.key(4)),
@@ -100,7 +109,8 @@ def results():
 
 EXPECTED = [
     "FitResult", "BICResult", "LaplaceResult", "RLCTResult", "WBICResult", "FreeEnergyResult",
-    "ComparisonResult", "LLCResult", "CalibrationResult", "FisherResult",
+    "ComparisonResult", "LLCResult", "CalibrationResult", "LLCTable", "LLCTrajectory",
+    "FisherResult",
     "FisherResult.monte_carlo", "FisherScan", "FisherScan.exact", "SBICResult",
     "LanczosSpectrum", "FisherSummary",
     "NaturalGradientResult",

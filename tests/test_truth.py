@@ -24,6 +24,7 @@ from slt import truth
 from slt.truth import (
     RLCT,
     additive_rlct,
+    dln_layer_rlct,
     dln_rlct,
     gaussian_mean_log_evidence,
     linear_regression_log_evidence,
@@ -909,3 +910,26 @@ def test_normal_crossing_expected_llc_names_bad_input(kwargs, name):
     nbeta, power = arguments.pop("nbeta"), arguments.pop("power")
     with pytest.raises(ValueError, match=name):
         truth.normal_crossing_expected_llc(nbeta, power, **arguments)
+
+
+def test_dln_layer_is_half_the_rank_of_the_layers_linear_map():
+    """rank(C) rank(D) / 2 against the rank of the map W -> C W D itself (Dᵀ ⊗ C), on
+    random networks with bottlenecks; a single layer is regular."""
+    rng = np.random.default_rng(0)
+    for widths in ([5, 4, 2, 4, 3], [3, 1, 3], [2, 6, 6, 2], [4, 3]):
+        layers = [rng.normal(size=(widths[i + 1], widths[i])) for i in range(len(widths) - 1)]
+        for index in range(len(layers)):
+            below = np.eye(widths[0])
+            for matrix in layers[:index]:
+                below = matrix @ below
+            above = np.eye(widths[index + 1])
+            for matrix in layers[index + 1:]:
+                above = matrix @ above
+            linear_map = np.kron(below.T, above)
+            assert dln_layer_rlct(layers, index) == (
+                Fraction(int(np.linalg.matrix_rank(linear_map)), 2), 1)
+    assert dln_layer_rlct([np.ones((3, 4))], 0).value == 6  # alone, any layer is regular
+    with pytest.raises(ValueError, match="do not chain"):
+        dln_layer_rlct([np.ones((3, 4)), np.ones((2, 2))], 0)
+    with pytest.raises(ValueError, match="index must pick"):
+        dln_layer_rlct([np.ones((3, 4))], 1)

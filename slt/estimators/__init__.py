@@ -7,6 +7,8 @@ from slt.estimators.free_energy import FreeEnergyResult, free_energy
 from slt.estimators.laplace import LaplaceResult, laplace
 from slt.estimators.llc import LLCResult, llc
 from slt.estimators.llc_calibration import CalibrationResult, llc_calibrate
+from slt.estimators.llc_parts import LLCTable, leaf_parts, llc_table
+from slt.estimators.llc_trajectory import LLCTrajectory, llc_trajectory
 from slt.estimators.local_run import default_nbeta
 from slt.estimators.rlct import RLCTResult, rlct
 from slt.estimators.sbic import SBICResult, sbic, sbic_gaussian_mixtures, sbic_reduced_rank
@@ -18,6 +20,8 @@ __all__ = [
     "ComparisonResult",
     "FreeEnergyResult",
     "LLCResult",
+    "LLCTable",
+    "LLCTrajectory",
     "LaplaceResult",
     "RLCTResult",
     "SBICResult",
@@ -27,8 +31,11 @@ __all__ = [
     "default_nbeta",
     "free_energy",
     "laplace",
+    "leaf_parts",
     "llc",
     "llc_calibrate",
+    "llc_table",
+    "llc_trajectory",
     "rlct",
     "sbic",
     "sbic_gaussian_mixtures",

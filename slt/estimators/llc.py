@@ -22,9 +22,11 @@ per-example loss and is not supported.)
 
 from __future__ import annotations
 
+import inspect
 import os
 import warnings
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import arviz as az
 import jax
@@ -36,6 +38,7 @@ from slt.estimators.llc_calibration import llc_calibrate
 from slt.estimators.local_run import (
     MAX_DRIFT,
     default_nbeta,
+    restriction_mask,
     trace_drift,
     trace_statistics,
     validate_local_run,
@@ -49,7 +52,7 @@ from slt.validation import (
     require_step_size,
 )
 
-__all__ = ["LLCResult", "llc"]
+__all__ = ["LLC_DEFAULTS", "LLCResult", "LocalPart", "llc", "llc_settings", "local_llcs"]
 
 # Acceptance below this, or more than this fraction of draws under L_n(w*), earns a warning.
 LOW_ACCEPTANCE = 0.5
@@ -99,6 +102,8 @@ class LLCResult(Persistable):
       extrapolated: whether the run used Richardson extrapolation over twin chains at
         step_size and step_size / 2 (`llc(extrapolate=True)`); each chain is then a twin pair
         and its traces are the combinations 2 x_{eps/2} - x_eps.
+      sampled_weights: how many weights the chains moved: all d, or those `restrict_to`
+        selected (the weight-refined LLC; the others stayed at w*).
     """
 
     llc_mean: float
@@ -127,6 +132,7 @@ class LLCResult(Persistable):
     temperature: float = float("nan")
     temperature_std_error: float = float("nan")
     drift_z: float = float("nan")
+    sampled_weights: int | None = None
 
     @property
     def num_chains(self) -> int:
@@ -148,6 +154,7 @@ class LLCResult(Persistable):
                     "llc": self.llc_mean,
                     "se": self.std_error,
                     "chains": self.num_chains,
+                    "sampled_weights": self.sampled_weights,
                     "draws": self.num_samples,
                     "step_size": self.step_size,
                     "extrapolated": self.extrapolated,
@@ -234,6 +241,7 @@ def llc(  # 18 user parameters (Args), flat for help(); 84/171 lines docstring
     checkpoint: str | os.PathLike | None = None,
     extrapolate: bool = False,
     calibration: dict | None = None,
+    restrict_to=None,
 ) -> LLCResult:
     """Estimate the local learning coefficient lambda_hat(w*) by localized SGLD.
 
@@ -299,6 +307,12 @@ def llc(  # 18 user parameters (Args), flat for help(); 84/171 lines docstring
         candidate's temperature more precisely, so the hot side of the criterion bites;
         measured on a one-hidden-layer tanh network at f = 0 it then rejects the step the
         default sweep picks, whose T is 2.06 ± 0.14). Ignored for a numeric step_size.
+      restrict_to: the weight-refined LLC (Wang et al. 2024): a pytree of booleans shaped like
+        `params`, a `True` / `False` per leaf (a layer) or a boolean array per leaf (single
+        weights, a head); only the selected weights are sampled and localized, the others
+        stay at w*. n beta, the calibration and the diagnostics keep their meaning, for the
+        local posterior of the selected weights. None (default): all weights. A table over
+        several parts in one run: `slt.llc_table`.
 
     Returns:
       An `LLCResult`.
@@ -306,7 +320,8 @@ def llc(  # 18 user parameters (Args), flat for help(); 84/171 lines docstring
     Raises:
       InputError (a ValueError, `slt.validation`): problem not a Problem, params not a finite
         point of it, key not a PRNG key, a count not an integer in range, gamma < 0, nbeta or
-        step_size not finite and positive, an unknown preconditioner.
+        step_size not finite and positive, an unknown preconditioner, restrict_to not
+        booleans shaped like params or selecting nothing.
       ValueError: n < 2 without nbeta, L_n(w*) not finite, or (step_size="auto") no step
         size passes the calibration.
       FloatingPointError: every chain diverged (the message suggests a step size).
@@ -320,83 +335,194 @@ def llc(  # 18 user parameters (Args), flat for help(); 84/171 lines docstring
       >>> round(result.llc_mean, 2), round(result.std_error, 2)  # lambda = d/2 = 1 (regular)
       (0.92, 0.08)
     """
-    step_size = require_step_size("step_size", step_size)
-    calibration = {} if calibration is None else dict(
+    settings = llc_settings(problem, params, key, {
+        "num_chains": num_chains, "num_samples": num_samples, "num_warmup": num_warmup,
+        "step_size": step_size, "gamma": gamma, "nbeta": nbeta, "batch_size": batch_size,
+        "preconditioner": preconditioner, "include_prior": include_prior,
+        "mala_every": mala_every, "chunk_size": chunk_size, "progress": progress,
+        "checkpoint": checkpoint, "extrapolate": extrapolate, "calibration": calibration,
+    })
+    mask = restriction_mask(problem, params, restrict_to)
+    step_size = settings["step_size"]
+    if step_size == "auto":
+        calibration_key, key = jax.random.split(key)
+        step_size = calibrated_step_size(problem, params, calibration_key, settings,
+                                         restrict_to=restrict_to)
+    (result,) = local_llcs(problem, [params], [LocalPart(0, mask, float(step_size))], key,
+                           description="llc", **run_settings(settings))
+    return result
+
+
+def llc_settings(problem, params, key, options: dict) -> dict:
+    """`llc`'s keyword arguments (all but restrict_to), checked and resolved: n beta (default
+    n / log n), batch_size (capped at n), calibration (a dict). Options missing from `options`
+    take llc's defaults, so `llc_table` and `llc_trajectory` pass their users' options here.
+
+    Raises:
+      InputError: an unknown option, or the first bad value (as `llc` documents).
+    """
+    unknown = sorted(set(options) - set(LLC_DEFAULTS))
+    if unknown:
+        raise InputError(f"unknown llc option(s) {unknown}; the options are {sorted(LLC_DEFAULTS)}")
+    settings = {**LLC_DEFAULTS, **options}
+    settings["step_size"] = require_step_size("step_size", settings["step_size"])
+    calibration = settings["calibration"]
+    settings["calibration"] = {} if calibration is None else dict(
         require_instance("calibration", calibration, dict, "a dict of llc_calibrate options")
     )
     validate_local_run(
-        problem, params, key, gamma=gamma, nbeta=nbeta, batch_size=batch_size,
-        preconditioner=preconditioner, counts={
-            "num_chains": (num_chains, 1), "num_samples": (num_samples, 1),
-            "num_warmup": (num_warmup, 0), "mala_every": (mala_every, 0),
-            "chunk_size": (chunk_size, 1),
-        },
+        problem, params, key, gamma=settings["gamma"], nbeta=settings["nbeta"],
+        batch_size=settings["batch_size"], preconditioner=settings["preconditioner"],
+        counts={name: (settings[name], minimum) for name, minimum in (
+            ("num_chains", 1), ("num_samples", 1), ("num_warmup", 0), ("mala_every", 0),
+            ("chunk_size", 1))},
     )
-    nbeta = default_nbeta(problem.n) if nbeta is None else float(nbeta)
-    batch_size = min(int(batch_size), problem.n)
-    auto = step_size == "auto"
-    if auto:
-        calibration_key, key = jax.random.split(key)
-        step_size = _calibrated_step_size(
-            problem, params, calibration_key, calibration, progress=progress, gamma=gamma,
-            nbeta=nbeta, batch_size=batch_size, preconditioner=preconditioner,
-            include_prior=include_prior,
+    nbeta = settings["nbeta"]
+    settings["nbeta"] = default_nbeta(problem.n) if nbeta is None else float(nbeta)
+    settings["batch_size"] = min(int(settings["batch_size"]), problem.n)
+    return settings
+
+
+def run_settings(settings: dict) -> dict:
+    """The keyword arguments of `local_llcs` from resolved `llc_settings` (the calibrated
+    step size excepted: it goes in the parts)."""
+    names = ("num_chains", "num_samples", "num_warmup", "gamma", "nbeta", "batch_size",
+             "preconditioner", "include_prior", "mala_every", "chunk_size", "progress",
+             "checkpoint", "extrapolate")
+    return {name: settings[name] for name in names} | {
+        "repeat_when_hot": settings["step_size"] == "auto"}
+
+
+class LocalPart(NamedTuple):
+    """One estimate of a batched local run (`local_llcs`): chains around the centre with index
+    `center`, moving the weights `mask` selects (flat booleans; None: all), at `step_size`."""
+
+    center: int
+    mask: np.ndarray | None
+    step_size: float
+
+
+def local_llcs(  # the settings of llc, batched; see llc's Args
+    problem: Problem,
+    centers: list[Params],
+    parts: list[LocalPart],
+    key: jax.Array,
+    *,
+    num_chains: int,
+    num_samples: int,
+    num_warmup: int,
+    repeat_when_hot: bool,
+    gamma: float,
+    nbeta: float,
+    batch_size: int,
+    preconditioner: str | None,
+    include_prior: bool,
+    mala_every: int,
+    chunk_size: int,
+    progress: bool,
+    description: str,
+    checkpoint,
+    extrapolate: bool,
+) -> list[LLCResult]:
+    """lambda_hat for several parts (centres, restrictions, step sizes) in one compiled run.
+
+    Every part gets `num_chains` chains; all chains of all parts are vmapped in one
+    `run_chains` program (the centres, masks and step sizes are its runtime arguments), and
+    each part's chains are summarised on their own (`summarise_trace`). With
+    `repeat_when_hot` (`step_size="auto"`), a part whose chains diverged or ran hot is run
+    again at half its step with twice the warmup (`llc`'s Args), all such parts together,
+    at most `AUTO_HALVINGS` times; not with a checkpoint (the file belongs to one run).
+    `llc` is the case of one part.
+
+    Returns:
+      One `LLCResult` per part, in order.
+    """
+    parts = list(parts)
+    results: list[LLCResult | None] = [None] * len(parts)
+    notes: list[list[str]] = [[] for _ in parts]
+    pending = list(range(len(parts)))
+    while pending:
+        trace = _run_parts(
+            problem, centers, [parts[i] for i in pending], key, num_chains=num_chains,
+            num_steps=num_warmup + num_samples, gamma=gamma, nbeta=nbeta,
+            batch_size=batch_size, preconditioner=preconditioner, include_prior=include_prior,
+            mala_every=mala_every, chunk_size=chunk_size, progress=progress,
+            description=description, checkpoint=checkpoint, extrapolate=extrapolate,
         )
-    notes = []
-    while True:
-        trace = run_chains(
-            problem,
-            params,
-            key,
-            num_chains=num_chains,
-            num_steps=num_warmup + num_samples,
-            step_size=step_size,
-            gamma=gamma,
-            nbeta=nbeta,
-            batch_size=batch_size,
-            preconditioner=preconditioner,
-            include_prior=include_prior,
-            mala_every=mala_every,
-            chunk_size=chunk_size,
-            progress=progress,
-            description="llc",
-            checkpoint=checkpoint,
-            extrapolate=extrapolate,
-        )
-        if not auto or checkpoint is not None or len(notes) == AUTO_HALVINGS:
-            break
-        problem_found = _auto_run_problem(trace, num_warmup)
-        if problem_found is None:
-            break
-        notes.append(
-            f"step_size='auto': the run at the calibrated step {step_size:.3g} "
-            f"{problem_found}; repeated at {step_size / 2:.3g} with {2 * num_warmup} warmup "
-            "steps"
-        )
-        step_size, num_warmup = step_size / 2, 2 * num_warmup
-    return summarise_trace(
-        trace,
-        init_loss=trace.center_full_loss,
-        nbeta=nbeta,
-        step_size=float(step_size),
-        gamma=float(gamma),
-        batch_size=batch_size,
-        preconditioner=preconditioner,
-        num_warmup=num_warmup,
-        extrapolated=bool(extrapolate),
-        notes=notes,
+        repeat = []
+        for row, index in enumerate(pending):
+            part = parts[index]
+            own = _chains_of(trace, slice(row * num_chains, (row + 1) * num_chains), part.center)
+            found = None
+            if repeat_when_hot and checkpoint is None and len(notes[index]) < AUTO_HALVINGS:
+                found = _auto_run_problem(own, num_warmup)
+            if found is not None:
+                notes[index].append(
+                    f"step_size='auto': the run at the calibrated step {part.step_size:.3g} "
+                    f"{found}; repeated at {part.step_size / 2:.3g} with {2 * num_warmup} "
+                    "warmup steps"
+                )
+                parts[index] = part._replace(step_size=part.step_size / 2)
+                repeat.append(index)
+                continue
+            results[index] = summarise_trace(
+                own, init_loss=own.center_full_loss, nbeta=nbeta, step_size=part.step_size,
+                gamma=float(gamma), batch_size=batch_size, preconditioner=preconditioner,
+                num_warmup=num_warmup, extrapolated=bool(extrapolate), notes=notes[index],
+                sampled_weights=problem.dim if part.mask is None else int(part.mask.sum()),
+            )
+        pending, num_warmup = repeat, 2 * num_warmup
+    return results
+
+
+# llc's keyword arguments (restrict_to aside) and their defaults, for `llc_settings`.
+LLC_DEFAULTS = {
+    name: parameter.default for name, parameter in inspect.signature(llc).parameters.items()
+    if parameter.kind is inspect.Parameter.KEYWORD_ONLY and name != "restrict_to"
+}
+
+
+def _run_parts(problem, centers, parts, key, *, num_chains, **options):
+    """`run_chains` with `num_chains` chains per part, the parts' chains one after another."""
+    several = len(centers) > 1
+    masks = [part.mask for part in parts]
+    restricted = any(mask is not None for mask in masks)
+    return run_chains(
+        problem, centers if several else centers[0], key, num_chains=num_chains * len(parts),
+        step_size=np.repeat([part.step_size for part in parts], num_chains),
+        center_of_chain=np.repeat([part.center for part in parts], num_chains) if several
+        else None,
+        mask=np.repeat(np.stack([np.ones(problem.dim, bool) if mask is None else mask
+                                 for mask in masks]), num_chains, axis=0) if restricted else None,
+        **options,
     )
 
 
-def _calibrated_step_size(problem, params, key, calibration, *, progress, **fixed) -> float:
-    """The step size `llc_calibrate` chooses for llc's own settings `fixed` (gamma, nbeta,
-    batch_size, preconditioner, include_prior) and the further options `calibration`."""
-    clashing = sorted(set(calibration) & {*fixed, "gammas", "progress"})
+def _chains_of(trace, rows: slice, center: int):
+    """The part of a `ChainTrace` that belongs to the chains `rows` around centre `center`."""
+    per_chain = ("loss", "center_loss", "log_acceptance", "gradient_product", "laplacian",
+                 "distance", "diverged_at", "final_position")
+    full_loss = trace.center_full_loss
+    return trace._replace(
+        **{name: getattr(trace, name)[rows] for name in per_chain},
+        center_full_loss=float(np.ravel(full_loss)[center]),
+    )
+
+
+def calibrated_step_size(problem, params, key, settings, *, restrict_to=None) -> float:
+    """The step size `llc_calibrate` chooses for resolved `llc_settings` (gamma, nbeta,
+    batch_size, preconditioner, include_prior, progress, and the further options
+    `calibration`) and the restriction `restrict_to`."""
+    fixed = {name: settings[name] for name in (
+        "gamma", "nbeta", "batch_size", "preconditioner", "include_prior", "progress")}
+    calibration = settings["calibration"]
+    clashing = sorted(set(calibration) & {*fixed, "gammas", "restrict_to"})
     if clashing:
         raise InputError(
             f"calibration options {clashing} are set by llc's own arguments; pass them there"
         )
-    return llc_calibrate(problem, params, key, **fixed, progress=progress, **calibration).step_size
+    return llc_calibrate(problem, params, key, **fixed, restrict_to=restrict_to,
+                         **calibration).step_size
 
 
 def _auto_run_problem(trace, num_warmup) -> str | None:
@@ -432,6 +558,7 @@ def summarise_trace(
     num_warmup,
     extrapolated=False,
     notes=(),
+    sampled_weights=None,
 ) -> LLCResult:
     """Turn a `ChainTrace` into an `LLCResult` (estimate, standard error, diagnostics)."""
     loss = trace.loss[:, num_warmup:]
@@ -475,6 +602,7 @@ def summarise_trace(
         temperature=temperature,
         temperature_std_error=temperature_se,
         drift_z=trace_drift(kept),
+        sampled_weights=sampled_weights,
     ), kept, notes)
 
 
@@ -483,7 +611,7 @@ def _with_warnings(result: LLCResult, kept: np.ndarray, notes) -> LLCResult:
     each also issued as a Python warning (attributed to the caller of `llc`)."""
     messages = [*notes, *_diagnostics(result, kept)]
     for message in messages:
-        warnings.warn(message, stacklevel=4)
+        warnings.warn(message, stacklevel=5)
     return replace(result, warnings=tuple(messages))
 
 

@@ -44,6 +44,7 @@ import xarray as xr
 from slt.estimators.local_run import (
     MAX_DRIFT,
     default_nbeta,
+    restriction_mask,
     trace_drift,
     trace_statistics,
     validate_local_run,
@@ -140,6 +141,7 @@ def llc_calibrate(  # 17 user parameters (Args), flat for help(); 25/97 lines do
     max_noise_ratio: float = 0.02,
     max_temperature_deviation: float = 0.1,
     progress: bool = True,
+    restrict_to=None,
 ) -> CalibrationResult:
     """Sweep step sizes (and optionally gammas) and pick one by the module's criterion.
 
@@ -156,6 +158,8 @@ def llc_calibrate(  # 17 user parameters (Args), flat for help(); 25/97 lines do
       max_temperature_deviation: the largest |T - 1| (beyond 2 standard errors) a candidate
         may have.
       progress: show a progress bar.
+      restrict_to: as for `llc`: calibrate the chains that move only the selected weights
+        (the noise ratio r(eps) then averages over those weights).
 
     Returns:
       A `CalibrationResult`.
@@ -177,6 +181,7 @@ def llc_calibrate(  # 17 user parameters (Args), flat for help(); 25/97 lines do
     require_in_interval("min_acceptance", min_acceptance, 0.0, 1.0, closed=True)
     require_positive("max_noise_ratio", max_noise_ratio)
     require_positive("max_temperature_deviation", max_temperature_deviation)
+    mask = restriction_mask(problem, params, restrict_to)
     nbeta = default_nbeta(problem.n) if nbeta is None else float(nbeta)
     grid_steps, grid_gammas = _candidate_grid(step_sizes, gammas, nbeta, preconditioner)
     repeat = chains_per_candidate
@@ -195,9 +200,11 @@ def llc_calibrate(  # 17 user parameters (Args), flat for help(); 25/97 lines do
         mala_every=5,
         progress=progress,
         description="llc calibration",
+        mask=mask,
     )
     noise_per_step = gradient_noise_ratio(
-        problem, params, 1.0, nbeta=nbeta, batch_size=batch_size, preconditioner=preconditioner
+        problem, params, 1.0, nbeta=nbeta, batch_size=batch_size, preconditioner=preconditioner,
+        mask=mask,
     )
     rows = []
     for index, (step_size, gamma_value) in enumerate(zip(grid_steps, grid_gammas, strict=True)):
@@ -243,6 +250,7 @@ def gradient_noise_ratio(
     preconditioner: str | None = None,
     num_examples: int = 512,
     chunk: int = 64,
+    mask=None,
 ) -> float:
     """r(eps): minibatch gradient noise relative to the injected Langevin noise, at w*.
 
@@ -256,7 +264,8 @@ def gradient_noise_ratio(
     G = 1 without preconditioning; for RMSprop G_j = 1 / (delta + sqrt(v_j)) with v_j the
     stationary mean square of the scaled gradient, (n beta)^2 (mean_j^2 + Var_b(g_j)).
     Var_i is estimated from the per-example gradients of `num_examples` examples (evenly spaced
-    through the data), computed `chunk` at a time to bound memory at O(chunk * d).
+    through the data), computed `chunk` at a time to bound memory at O(chunk * d). With a
+    `mask` (flat booleans: a restricted run) d and the sum count the selected weights only.
     """
     count = min(num_examples, problem.n)
     count -= count % min(chunk, count)
@@ -280,7 +289,10 @@ def gradient_noise_ratio(
         diagonal = 1.0 / (RMSPROP_DAMPING + jnp.sqrt(mean_square))
     else:
         diagonal = jnp.ones_like(mean)
-    return float(step_size / 4 * nbeta**2 * jnp.mean(diagonal * minibatch_variance))
+    per_weight = diagonal * minibatch_variance
+    if mask is not None:
+        per_weight = per_weight[np.asarray(mask)]
+    return float(step_size / 4 * nbeta**2 * jnp.mean(per_weight))
 
 
 def _assess(trace, chains, num_warmup, nbeta, min_acceptance, max_temperature_deviation) -> dict:

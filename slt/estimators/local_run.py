@@ -10,11 +10,13 @@ both.
 from __future__ import annotations
 
 import arviz as az
+import jax
 import numpy as np
 
 from slt.problem import require_problem
 from slt.samplers.sgld import PRECONDITIONERS
 from slt.validation import (
+    InputError,
     require_int,
     require_key,
     require_one_of,
@@ -22,7 +24,14 @@ from slt.validation import (
     require_positive,
 )
 
-__all__ = ["MAX_DRIFT", "default_nbeta", "trace_drift", "trace_statistics", "validate_local_run"]
+__all__ = [
+    "MAX_DRIFT",
+    "default_nbeta",
+    "restriction_mask",
+    "trace_drift",
+    "trace_statistics",
+    "validate_local_run",
+]
 
 # lambda_hat moving between the halves of the run by more than this many standard errors
 # (`trace_drift`) earns a warning and fails a calibration candidate.
@@ -79,3 +88,46 @@ def validate_local_run(problem, params, key, *, gamma, nbeta, batch_size, precon
     if nbeta is not None:
         require_positive("nbeta", nbeta)
     require_one_of("preconditioner", preconditioner, PRECONDITIONERS)
+
+
+def restriction_mask(problem, params, restrict_to) -> np.ndarray | None:
+    """The flat boolean mask (length `problem.dim`, `Problem.ravel` order) of the weights a
+    restricted local run samples; None when `restrict_to` is None (all of them).
+
+    Args:
+      problem, params: the run's problem and w* (already validated).
+      restrict_to: a pytree with the structure of `params` whose leaves are booleans: a
+        `True` / `False` for a whole leaf (a layer), or a boolean array of the leaf's shape
+        (single weights, a head, a row).
+
+    Raises:
+      InputError: another structure, a leaf that is not boolean or has another shape, or a
+        mask that selects no weight.
+    """
+    if restrict_to is None:
+        return None
+    structure = jax.tree_util.tree_structure(params)
+    try:
+        leaves = structure.flatten_up_to(restrict_to)
+    except (TypeError, ValueError) as error:
+        raise InputError(
+            f"restrict_to must be a pytree of booleans with the structure of params ({structure})"
+            f": {error}"
+        ) from None
+    paths = [path for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]]
+    full = []
+    for path, leaf, template in zip(paths, leaves, jax.tree_util.tree_leaves(params), strict=True):
+        where = f"restrict_to{jax.tree_util.keystr(path)}"
+        leaf = np.asarray(leaf)
+        if leaf.dtype != bool:
+            raise InputError(f"{where} must be True / False or a boolean array, got {leaf.dtype}")
+        if leaf.shape not in ((), np.shape(template)):
+            raise InputError(
+                f"{where} has shape {leaf.shape}; a leaf's mask is one boolean or an array of "
+                f"its shape {np.shape(template)}"
+            )
+        full.append(np.broadcast_to(leaf, np.shape(template)).astype(problem.dtype))
+    mask = np.asarray(problem.ravel(jax.tree_util.tree_unflatten(structure, full))) > 0.5
+    if not mask.any():
+        raise InputError("restrict_to selects no weight: at least one entry must be True")
+    return mask

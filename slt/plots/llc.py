@@ -1,4 +1,5 @@
-"""Figures for the local learning coefficient: traces, per-chain estimates, calibration."""
+"""Figures for the local learning coefficient: traces, per-chain estimates, calibration, the
+weight-refined table over parts, the trajectory over training checkpoints."""
 
 from __future__ import annotations
 
@@ -63,5 +64,58 @@ def plot_calibration(calibration, *, axes=None):
     llc_axis.set(ylabel="λ̂", title="λ̂ against step size")
     acceptance_axis.set(ylabel="MALA acceptance", ylim=(0, 1.05),
                         title="MALA acceptance (× = fails the calibration criterion)")
+    fig.tight_layout()
+    return fig
+
+
+def plot_llc_table(table, *, reference=None, ax=None):
+    """lambda_hat of every part (+-2 standard errors) against its regular value d_V / 2 (open
+    marks); `reference`: exact values per part (a sequence in the table's order), drawn as
+    crosses. Returns the figure."""
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(table.parts) + 2), 3.8))
+    else:
+        fig = ax.figure
+    positions = np.arange(len(table.parts))
+    means = np.array([result.llc_mean for result in table.results])
+    errors = np.array([2 * result.std_error for result in table.results])
+    ax.errorbar(positions, means, yerr=errors, fmt="o", color="C0", capsize=3,
+                label="λ̂ (±2 se)", zorder=3)
+    ax.scatter(positions, [result.sampled_weights / 2 for result in table.results],
+               facecolors="none", edgecolors="C7", label="d_V / 2 (regular)")
+    if reference is not None:
+        ax.scatter(positions, reference, marker="x", color="C3", s=50, label="exact", zorder=4)
+    ax.set_xticks(positions, table.parts, rotation=30 if len(table.parts) > 4 else 0)
+    ax.set(ylabel="λ̂ of the part", title="weight-refined LLC per part")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_llc_trajectory(trajectory, *, reference=None, axes=None):
+    """Top: lambda_hat (+-2 standard errors) at every checkpoint against the training step;
+    `reference` (exact values per checkpoint) as a step line. Bottom: L_n(w*) at the
+    checkpoints (log scale when positive). Returns the figure."""
+    if axes is None:
+        fig, axes = plt.subplots(2, 1, figsize=(8, 5.5), sharex=True,
+                                 gridspec_kw={"height_ratios": [3, 2]})
+    else:
+        fig = axes[0].figure
+    llc_axis, loss_axis = axes
+    steps = trajectory.steps
+    llc_axis.errorbar(steps, trajectory.llc_means, yerr=2 * trajectory.std_errors, fmt="o-",
+                      ms=3, lw=1, capsize=2, label="λ̂ (±2 se)")
+    if reference is not None:
+        llc_axis.step(steps, reference, where="mid", color="C3", lw=1.2, label="exact")
+    flagged = np.array([bool(result.warnings) for result in trajectory.results])
+    if flagged.any():
+        llc_axis.scatter(steps[flagged], trajectory.llc_means[flagged], marker="x", color="k",
+                         s=40, zorder=4, label="with warnings")
+    llc_axis.set(ylabel="λ̂", title="local learning coefficient along training")
+    llc_axis.legend(fontsize=8)
+    loss_axis.plot(steps, trajectory.losses, "o-", ms=3, lw=1, color="C2")
+    if np.all(trajectory.losses > 0):
+        loss_axis.set_yscale("log")
+    loss_axis.set(xlabel="training step", ylabel="L_n(w*)")
     fig.tight_layout()
     return fig

@@ -23,6 +23,12 @@ random stream) and the recorded losses are the Richardson combination
 work, and a larger variance per draw (the two chains are independent, so about 5 times that of
 one chain at eps / 2).
 
+Several centres, restricted chains. One run can hold chains around several centres (the
+checkpoints of a training run, `slt.llc_trajectory`) and chains that move only some
+coordinates (a 0/1 mask per chain: the weight-refined LLC, `slt.llc(restrict_to=...)`,
+`slt.llc_table`); the centres, the chain-to-centre map and the masks are arguments of the
+compiled program, so every centre and every restriction of a model shares one program.
+
 Randomness: chain c uses `fold_in(split(key, num_chains)[c], step)`, so the draws do not
 depend on chunking or on the number of devices.
 
@@ -72,7 +78,8 @@ class ChainTrace(NamedTuple):
       Laplacian of U at w_t), U = -log pi.
     distance: ||w_t - w_center||.
     center_full_loss: L_n(w_center), the mean of those per-example losses over the full data
-      (the reference of the divergence test, and L_n(w*) for the estimators).
+      (the reference of the divergence test, and L_n(w*) for the estimators); with several
+      centres an array, one value per centre.
     diverged_at: first step whose loss was non-finite or exploded, -1 if none.
     final_position: the last position of every chain (flat; with `extrapolate`, the eps / 2
       twin's).
@@ -171,13 +178,15 @@ def run_chains(  # 17 user parameters (Args), flat for help(); 33/122 lines docs
     description: str = "SGLD",
     checkpoint: str | os.PathLike | None = None,
     extrapolate: bool = False,
+    mask=None,
+    center_of_chain=None,
 ) -> ChainTrace:
     """Run `num_chains` SGLD chains for `num_steps` steps from `center` (see module doc).
 
     Args:
       problem: the model and data.
       center: unconstrained parameters (pytree) where every chain starts; also the centre of
-        the localizing term.
+        the localizing term. With `center_of_chain`, a sequence of such pytrees (the centres).
       key: PRNG key.
       num_chains, num_steps: sizes.
       step_size, gamma, nbeta: scalars or arrays of shape (num_chains,) (one value per chain).
@@ -199,6 +208,12 @@ def run_chains(  # 17 user parameters (Args), flat for help(); 33/122 lines docs
         2 x_{eps/2} - x_eps, the diagnostics (log_acceptance, gradient_product, laplacian)
         are the eps chain's (the larger step's), distance the eps / 2 chain's, and a pair
         diverged at the first step either twin did.
+      mask: None (every coordinate moves), or a boolean array of the flat parameters' shape
+        (d,) for every chain or (num_chains, d) per chain: the coordinates a chain samples,
+        the others held at its centre (`slt.samplers.sgld`). The MALA acceptance and the
+        configurational temperature are then those of the restricted chains.
+      center_of_chain: with several centres, the index of each chain's centre in `center`
+        (integers, shape (num_chains,)).
 
     Raises:
       slt.samplers.checkpoint.Interrupted: a KeyboardInterrupt during a checkpointed run (the
@@ -216,30 +231,39 @@ def run_chains(  # 17 user parameters (Args), flat for help(); 33/122 lines docs
         bool(include_prior),
         int(mala_every),
     )
-    center_flat = problem.ravel(center)
-    dtype = center_flat.dtype
-    center_losses, center_full_loss = _center_losses(problem, center_flat)
+    several = center_of_chain is not None
+    centers = jnp.stack([problem.ravel(c) for c in center]) if several else problem.ravel(
+        center)[None]
+    dtype = centers.dtype
+    center_losses, center_full_loss = (jnp.stack(v) for v in zip(
+        *(_center_losses(problem, flat) for flat in centers), strict=True))
+    chain_center = jnp.zeros(num_chains, jnp.int32) if not several else jnp.asarray(
+        center_of_chain, jnp.int32)
     per_chain = [
         jnp.broadcast_to(jnp.asarray(v, dtype), (num_chains,)) for v in (step_size, gamma, nbeta)
-    ]
+    ] + [chain_center, jnp.broadcast_to(jnp.asarray(True if mask is None else mask, bool),
+                                        (num_chains, centers.shape[1]))]
     if extrapolate:
         config = config._replace(num_chains=2 * config.num_chains)
         per_chain = _with_twins(per_chain)
     chain_keys = jax.random.split(key, config.num_chains)
     store = Checkpoint(
         checkpoint, "run_chains", **config._asdict(), num_steps=num_steps, key=key,
-        center=center_flat, step_size=per_chain[0], gamma=per_chain[1], nbeta=per_chain[2],
-        reference_loss=center_full_loss,
+        center=centers if several else centers[0], step_size=per_chain[0], gamma=per_chain[1],
+        nbeta=per_chain[2],
+        reference_loss=center_full_loss if several else float(center_full_loss[0]),
+        **({"center_of_chain": per_chain[3]} if several else {}),
+        **({"mask": per_chain[4]} if mask is not None else {}),
     )
-    resumed = store.resume(_initial_carry(config, center_flat, chain_keys))
+    resumed = store.resume(_initial_carry(config, centers[per_chain[3]]))
     sharding = _chain_sharding(config.num_chains)
     if sharding is not None:
         carry, chain_keys, per_chain = jax.device_put((resumed.state, chain_keys, per_chain),
                                                       sharding)
         resumed = resumed._replace(state=carry)
     arguments = (
-        resumed.state, chain_keys, per_chain, center_flat, center_losses,
-        jnp.asarray(center_full_loss, dtype), problem.data,
+        resumed.state, chain_keys, per_chain, centers, center_losses, center_full_loss,
+        problem.data,
     )
 
     start = time.perf_counter()
@@ -267,7 +291,7 @@ def run_chains(  # 17 user parameters (Args), flat for help(); 33/122 lines docs
         gradient_product=gradient_product,
         laplacian=laplacian,
         distance=distance,
-        center_full_loss=center_full_loss,
+        center_full_loss=np.asarray(center_full_loss) if several else float(center_full_loss[0]),
         diverged_at=np.asarray(carry.diverged_at),
         final_position=np.asarray(carry.sgld.position),
         compile_time=compile_time,
@@ -276,21 +300,23 @@ def run_chains(  # 17 user parameters (Args), flat for help(); 33/122 lines docs
     return _combine_twins(trace) if extrapolate else trace
 
 
-def _center_losses(problem: Problem, center_flat) -> tuple[jax.Array, float]:
+def _center_losses(problem: Problem, center_flat) -> tuple[jax.Array, jax.Array]:
     """The per-example losses at the centre (the chains' dtype) and their mean L_n(w*);
     a ValueError when it is not finite."""
     losses = -problem.loglik(problem.unravel(center_flat), problem.data).astype(center_flat.dtype)
-    full_loss = float(jnp.mean(losses))
-    if not np.isfinite(full_loss):
-        raise ValueError(f"L_n is not finite at the centre ({full_loss}): it is not a valid w*")
+    full_loss = jnp.mean(losses)
+    if not np.isfinite(float(full_loss)):
+        raise ValueError(
+            f"L_n is not finite at the centre ({float(full_loss)}): it is not a valid w*")
     return losses, full_loss
 
 
 def _with_twins(per_chain: list) -> list:
-    """Per-chain (step_size, gamma, nbeta) for twin chains: the first half at eps / 2, the
-    second at eps, both with the same gamma and nbeta (`_combine_twins`)."""
+    """Per-chain (step_size, gamma, nbeta, centre index[, mask]) for twin chains: the first
+    half at eps / 2, the second at eps, both with the same other values (`_combine_twins`)."""
     step_size, *others = per_chain
-    return [jnp.concatenate([step_size / 2, step_size]), *(jnp.tile(v, 2) for v in others)]
+    return [jnp.concatenate([step_size / 2, step_size]),
+            *(jnp.concatenate([v, v]) for v in others)]
 
 
 def _combine_twins(trace: ChainTrace) -> ChainTrace:
@@ -315,8 +341,8 @@ def _combine_twins(trace: ChainTrace) -> ChainTrace:
     )
 
 
-def _initial_carry(config: _Config, center_flat, chain_keys) -> _Carry:
-    position = jnp.broadcast_to(center_flat, (config.num_chains, center_flat.size))
+def _initial_carry(config: _Config, position) -> _Carry:
+    """Every chain at its centre (`position`: (num_chains, d)), none diverged."""
     return _Carry(
         sgld=jax.vmap(sgld(config.preconditioner).init)(position),
         diverged_at=jnp.full((config.num_chains,), -1, jnp.int32),
@@ -351,11 +377,11 @@ def compile_count() -> int:
     return compile_cache.compile_count("sgld chunk")
 
 
-def _local_log_target(problem: Problem, center, include_prior: bool):
-    """log_target(flat, batch, gamma, nbeta) -> (log density of the local tempered posterior
-    on `batch`, up to a constant: -nbeta L_b - (gamma / 2) |w - center|^2 [+ log prior];
-    the batch loss L_b)."""
-    def log_target(flat, batch, gamma, nbeta):
+def _local_log_target(problem: Problem, include_prior: bool):
+    """log_target(flat, batch, gamma, nbeta, center) -> (log density of the local tempered
+    posterior on `batch`, up to a constant: -nbeta L_b - (gamma / 2) |w - center|^2
+    [+ log prior]; the batch loss L_b)."""
+    def log_target(flat, batch, gamma, nbeta, center):
         params = problem.unravel(flat)
         loss = -jnp.mean(problem.loglik(params, batch))
         value = -nbeta * loss - 0.5 * gamma * jnp.sum((flat - center) ** 2)
@@ -370,15 +396,16 @@ def _measurements(log_target, problem: Problem, data, batch_size: int):
     """measure(state, new_state, info, batch, chain_key, step, hyper) -> the diagnostics of
     one SGLD step: its MALA log acceptance on the step's `batch`, and the configurational
     temperature's two terms grad U . grad' U and v' Hess(U) v (U = -log pi, a Rademacher
-    probe v) on a second minibatch drawn from `chain_key` and `step`."""
-    def measure(state, new_state, info, batch, chain_key, step, hyper):
+    probe v) on a second minibatch drawn from `chain_key` and `step`: those of the chain
+    restricted to `mask` (gradients and probe on the selected coordinates)."""
+    def measure(state, new_state, info, batch, chain_key, step, hyper, center, mask):
         step_size, gamma, nbeta = hyper
 
         def density_and_grad(flat):
             (value, _), grad = jax.value_and_grad(log_target, has_aux=True)(
-                flat, batch, gamma, nbeta
+                flat, batch, gamma, nbeta, center
             )
-            return value, grad
+            return value, jnp.where(mask, grad, 0.0)
 
         log_acceptance = mala_log_acceptance(
             state.position, new_state.position, info, density_and_grad, step_size
@@ -389,10 +416,11 @@ def _measurements(log_target, problem: Problem, data, batch_size: int):
         other_batch = problem.take(
             jax.random.randint(batch_key, (batch_size,), 0, problem.n), data
         )
-        probe = jax.random.rademacher(probe_key, state.position.shape, info.aux.dtype)
+        probe = jnp.where(mask, jax.random.rademacher(probe_key, state.position.shape,
+                                                      info.aux.dtype), 0.0)
 
         def other_gradient(flat):
-            return jax.grad(lambda w: log_target(w, other_batch, gamma, nbeta)[0])(flat)
+            return jax.grad(lambda w: log_target(w, other_batch, gamma, nbeta, center)[0])(flat)
 
         other, curvature = jax.jvp(other_gradient, (state.position,), (probe,))
         # U = -log pi: grad U . grad' U = g . g', Laplacian = -v' Hess(log pi) v
@@ -406,35 +434,41 @@ def _run_chunk(
     carry: _Carry,
     chain_keys,
     per_chain,
-    center,
+    centers,
     center_losses,
-    reference_loss,
+    reference_losses,
     data,
     first_step,
 ):
     """`chunk_size` SGLD steps of every chain from `first_step`. The data are an argument (not
-    constants of the compiled program): compile time and memory do not grow with them."""
+    constants of the compiled program): compile time and memory do not grow with them; so are
+    the centres (one row each; `per_chain` holds each chain's index into them, and its mask:
+    every chain is restricted, to all coordinates when unrestricted, so that a restriction to
+    every weight is bitwise the unrestricted run)."""
     problem = config.problem
     steps_per_epoch = problem.n // config.batch_size
     threshold = divergence_threshold(problem.dim)
     algorithm = sgld(config.preconditioner)
-    log_target = _local_log_target(problem, center, config.include_prior)
+    log_target = _local_log_target(problem, config.include_prior)
     measurements = _measurements(log_target, problem, data, config.batch_size)
 
-    def chain_step(state: SGLDState, diverged_at, chain_key, hyper, step):
+    def chain_step(state: SGLDState, diverged_at, chain_key, per_chain_values, step):
+        hyper, (center_index, mask) = per_chain_values[:3], per_chain_values[3:]
         step_size, gamma, nbeta = hyper
+        center, reference_loss = centers[center_index], reference_losses[center_index]
         first = (step % steps_per_epoch) * config.batch_size
         indices = epoch_indices(jax.random.fold_in(chain_key, 1), step // steps_per_epoch,
                                 first + jnp.arange(config.batch_size), problem.n)
         batch = problem.take(indices, data)
         new_state, info = algorithm.step(
             jax.random.fold_in(chain_key, step), state,
-            lambda flat: log_target(flat, batch, gamma, nbeta), step_size,
+            lambda flat: log_target(flat, batch, gamma, nbeta, center), step_size, mask,
         )
         loss = info.aux
 
         def diagnostics():
-            return measurements(state, new_state, info, batch, chain_key, step, hyper)
+            return measurements(state, new_state, info, batch, chain_key, step, hyper, center,
+                                mask)
 
         measure = (config.mala_every > 0) & (step % max(config.mala_every, 1) == 0)
         nan = jnp.asarray(jnp.nan, loss.dtype)
@@ -450,7 +484,7 @@ def _run_chunk(
         diverged_at = jnp.where(~already & exploded, step.astype(jnp.int32), diverged_at)
         stopped = diverged_at >= 0
         new_state = jax.tree.map(lambda new, old: jnp.where(stopped, old, new), new_state, state)
-        center_loss = jnp.mean(center_losses[indices])
+        center_loss = jnp.mean(center_losses[center_index, indices])
         record = (
             jnp.where(stopped, nan, loss),
             center_loss,

@@ -27,6 +27,16 @@ temperature, divergence) read the info. Configuration that changes the compiled 
 preconditioner) is fixed in closures; the step size and the target (the minibatch's log
 density) enter as arguments, so sweeping them does not recompile.
 
+Restricted sampling (`mask`): with a 0/1 vector m, only the coordinates where m = 1 move,
+
+    w' = w + (eps / 2) G (m * g) + sqrt(eps G) (m * xi),
+
+which is SGLD on the log density as a function of the selected coordinates, the others held
+where they are (the weight-refined LLC; RMSprop's average of (m * g)^2 stays 0 off the mask,
+so its drift there is 0 too). The recorded gradient is m * g, so the MALA acceptance
+and the configurational temperature below are those of the restricted chain. The mask is an
+argument like the step size: one compiled program serves every restriction of a model.
+
 The MALA acceptance probability of a step (Lau et al. 2023; devinterp reports it too) is the
 Metropolis–Hastings ratio the proposal would have had, on the same minibatch:
 
@@ -97,9 +107,11 @@ def sgld(preconditioner: str | None = None) -> SGLD:
 
     Returns:
       `SGLD(init, step)`: `init(position) -> SGLDState`;
-      `step(key, state, logdensity_fn, step_size) -> (new_state, SGLDInfo)`, where
-      `logdensity_fn(position) -> (log pi_hat, aux)` is the minibatch estimate of the log
-      density (differentiated here; `aux` is passed through to the info).
+      `step(key, state, logdensity_fn, step_size, mask=None) -> (new_state, SGLDInfo)`,
+      where `logdensity_fn(position) -> (log pi_hat, aux)` is the minibatch estimate of the
+      log density (differentiated here; `aux` is passed through to the info) and `mask`
+      (optional, 0/1 or boolean, shaped like the position) selects the coordinates that move
+      (module doc).
 
     Example:
       >>> algorithm = sgld("rmsprop")
@@ -115,10 +127,13 @@ def sgld(preconditioner: str | None = None) -> SGLD:
     def init(position: jax.Array) -> SGLDState:
         return SGLDState(position, jnp.zeros_like(position))
 
-    def step(key, state: SGLDState, logdensity_fn: LogDensity, step_size):
+    def step(key, state: SGLDState, logdensity_fn: LogDensity, step_size, mask=None):
         (log_density, aux), gradient = jax.value_and_grad(logdensity_fn, has_aux=True)(
             state.position
         )
+        if mask is not None:
+            mask = jnp.asarray(mask, bool)
+            gradient = jnp.where(mask, gradient, 0.0)
         if preconditioner == "rmsprop":
             drift, rms_state = rms.update(gradient, optax.ScaleByRmsState(nu=state.square_avg))
             square_avg = rms_state.nu
@@ -126,6 +141,8 @@ def sgld(preconditioner: str | None = None) -> SGLD:
         else:
             drift, square_avg, diagonal = gradient, state.square_avg, jnp.ones_like(gradient)
         noise = standard_normal(key, state.position.shape, state.position.dtype)
+        if mask is not None:  # the drift is masked with the gradient; with every coordinate
+            noise = jnp.where(mask, noise, 0.0)  # selected, bitwise the unmasked step
         position = (
             state.position + 0.5 * step_size * drift + jnp.sqrt(step_size * diagonal) * noise
         )

@@ -1,0 +1,160 @@
+"""lambda_hat of the parts of a network: the weight-refined LLC (Wang et al. 2024), as a table.
+
+The weight-refined LLC of a part V (a layer, a head, any set of weights) is the LLC of the local
+posterior of the weights in V, the others held at w*:
+
+    lambda_hat_V(w*) = n beta (E_V[L_n(w)] - L_n(w*)),
+    pi_V(w_V) ∝ exp(-n beta L_n(w_V, w*_rest) - (gamma / 2) ||w_V - w*_V||^2).
+
+It is `slt.llc(..., restrict_to=mask)` for one part. `llc_table` runs every part at once: the
+masks are runtime arguments of the chains' compiled program (`slt.samplers.local_chains`), so all
+parts' chains are vmapped in one program, compiled once whatever the parts' shapes, and the
+calibrations (step_size="auto", one per part: a part's stiffest direction sets its step) share
+one program too.
+
+Exact values to check against (TRUTH.md): restricted to one layer W_l of a deep linear network
+y = C W_l D x (C, D the products of the layers above and below), the model is linear in W_l,
+a regular model in the rank(C) rank(D) directions that change C W_l D, so
+lambda_V = rank(C) rank(D) / 2 (exactly, at any n, when w* minimises L_n: a trained network).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from slt.estimators.llc import (
+    LLCResult,
+    LocalPart,
+    calibrated_step_size,
+    llc_settings,
+    local_llcs,
+    run_settings,
+)
+from slt.estimators.local_run import restriction_mask
+from slt.prediction import leaf_names
+from slt.problem import Params, Problem
+from slt.results import Persistable
+from slt.validation import InputError, require_instance
+
+__all__ = ["LLCTable", "leaf_parts", "llc_table"]
+
+
+@dataclass(frozen=True)
+class LLCTable(Persistable):
+    """lambda_hat of every part, each with its own `LLCResult`.
+
+    Attributes:
+      parts: the parts' names, in order.
+      results: their `LLCResult`s (restricted runs: `sampled_weights` is the part's size).
+    """
+
+    parts: tuple[str, ...]
+    results: tuple[LLCResult, ...]
+
+    def __getitem__(self, part: str) -> LLCResult:
+        if part not in self.parts:
+            raise KeyError(f"no part {part!r}; the parts are {list(self.parts)}")
+        return self.results[self.parts.index(part)]
+
+    def summary(self) -> pd.DataFrame:
+        """One row per part (index: its name): `LLCResult.summary` and a ``warnings`` count."""
+        rows = [result.summary().assign(warnings=len(result.warnings))
+                for result in self.results]
+        return pd.concat(rows, ignore_index=True).set_axis(
+            pd.Index(self.parts, name="part"), axis=0)
+
+    def to_xarray(self) -> xr.Dataset:
+        """The summary's numeric columns over dim ``part``, and every part's per-draw
+        estimates ``llc`` over (part, chain, draw)."""
+        summary = self.summary().select_dtypes("number")
+        return xr.Dataset.from_dataframe(summary).assign(
+            llc_trace=(("part", "chain", "draw"),
+                       np.stack([result.llc_trace() for result in self.results])))
+
+    def plot(self, **kwargs):
+        """lambda_hat of every part with its +-2 standard-error bar, beside half its number of
+        weights (the regular value d_V / 2); returns the figure."""
+        from slt.plots.llc import plot_llc_table
+
+        return plot_llc_table(self, **kwargs)
+
+    def __repr__(self) -> str:
+        cells = ", ".join(f"{part}: {result.llc_mean:.3g} ± {result.std_error:.2g}"
+                          for part, result in zip(self.parts, self.results, strict=True))
+        return f"LLCTable({cells})"
+
+
+def leaf_parts(params: Params) -> dict[str, Params]:
+    """One part per leaf of `params` (a layer's weights, its bias): {leaf name: mask}, the
+    names of `slt.prediction.leaf_names` ("W1", "params/Dense_0/kernel")."""
+    leaves, structure = jax.tree_util.tree_flatten(params)
+    return {
+        name: jax.tree_util.tree_unflatten(structure, [i == j for j in range(len(leaves))])
+        for i, name in enumerate(leaf_names(params))
+    }
+
+
+def llc_table(
+    problem: Problem,
+    params: Params,
+    key: jax.Array,
+    parts: dict[str, Params] | None = None,
+    **options,
+) -> LLCTable:
+    """The weight-refined lambda_hat of several parts of a network, in one compiled run.
+
+    Args:
+      problem, params, key: as for `slt.llc` (params = w*).
+      parts: {name: mask}, each mask as `llc`'s `restrict_to` (a pytree of booleans shaped
+        like params: one per leaf, or an array per leaf); default `leaf_parts(params)`, one
+        part per leaf.
+      **options: `llc`'s keyword arguments (num_chains, num_samples, num_warmup, step_size,
+        gamma, ...; restrict_to excepted), applied to every part. step_size="auto" calibrates
+        each part on its own (`llc_calibrate` with the part's mask, keys folded from one
+        calibration key) and checks each part's run as `llc` does (a part that diverged or ran
+        hot is repeated at half its step, such parts together). A checkpoint file holds the
+        whole table's run.
+
+    Returns:
+      An `LLCTable`.
+
+    Raises:
+      InputError (a ValueError): as for `llc`; parts not a non-empty dict of masks, a mask as
+        `restrict_to` refuses it (naming the part), an unknown option.
+
+    Example:
+      >>> table = slt.llc_table(problem, w_star, key, step_size=1e-4, progress=False)
+      >>> table.summary()[["sampled_weights", "llc", "se"]]     # one row per layer
+    """
+    settings = llc_settings(problem, params, key, options)
+    parts = leaf_parts(params) if parts is None else require_instance(
+        "parts", parts, dict, "a dict {name: mask shaped like params}")
+    if not parts:
+        raise InputError("parts is empty: give at least one {name: mask}")
+    masks = {}
+    for name, part in parts.items():
+        try:
+            masks[name] = restriction_mask(problem, params, part)
+        except InputError as error:
+            raise InputError(f"part {name!r}: {error}") from None
+    step_sizes = [settings["step_size"]] * len(parts)
+    if settings["step_size"] == "auto":
+        calibration_key, key = jax.random.split(key)
+        step_sizes = [
+            calibrated_step_size(problem, params, jax.random.fold_in(calibration_key, index),
+                                 settings, restrict_to=part)
+            for index, part in enumerate(parts.values())
+        ]
+    results = local_llcs(
+        problem, [params],
+        [LocalPart(0, mask, float(step)) for mask, step in zip(masks.values(), step_sizes,
+                                                                strict=True)],
+        key, description="llc table", **run_settings(settings),
+    )
+    return LLCTable(parts=tuple(parts), results=tuple(results))
+

@@ -1,0 +1,95 @@
+"""lambda_hat along training (`llc_trajectory`): one program for every checkpoint, the exact
+value where the checkpoints reach the minimum, save / load / resume, refusals."""
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import matplotlib
+import numpy as np
+import pytest
+
+import slt
+from slt import models
+from slt.samplers import local_chains
+
+matplotlib.use("Agg")
+
+NUM_CHECKPOINTS = 20
+
+
+@pytest.fixture(scope="module")
+def training_run():
+    """Linear regression (d = 3, lambda = 3/2) trained by gradient descent from 0: 20
+    checkpoints, the last ten at the minimum of L_n to 1e-12 (where lambda_hat = d / 2)."""
+    spec = models.linear_regression(3)
+    values = {"w": jnp.array([1.0, -1.0, 0.5])}
+    problem = spec.problem(spec.simulate(jax.random.key(0), values, 2000))
+    gradient = jax.jit(jax.grad(lambda params: problem.loss(params)))
+    params, checkpoints = {"w": jnp.zeros(3)}, []
+    for step in range(NUM_CHECKPOINTS * 20):
+        if step % 20 == 0:
+            checkpoints.append(params)
+        params = jax.tree.map(lambda w, g: w - 0.2 * g, params, gradient(params))
+    return problem, checkpoints
+
+
+def _run(problem, checkpoints, **options):
+    settings = dict(num_chains=2, num_samples=500, num_warmup=200, step_size=2e-4,
+                    steps=20 * np.arange(len(checkpoints)), progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # early checkpoints are no minima: llc says so
+        return slt.llc_trajectory(problem, checkpoints, jax.random.key(1),
+                                  **(settings | options))
+
+
+def test_twenty_checkpoints_compile_once_and_reach_the_exact_value(training_run, tmp_path):
+    problem, checkpoints = training_run
+    before = local_chains.compile_count()
+    trajectory = _run(problem, checkpoints, checkpoints_per_run=8)  # 3 runs, the last padded
+    assert local_chains.compile_count() == before + 1
+    assert len(trajectory) == NUM_CHECKPOINTS and trajectory.checkpoints_per_run == 8
+    np.testing.assert_allclose(trajectory.losses,
+                               [float(problem.loss(c)) for c in checkpoints], rtol=1e-12)
+    assert np.all(np.diff(trajectory.losses) <= 0)  # gradient descent
+    at_minimum = trajectory.llc_means[-10:]
+    se = trajectory.std_errors[-10:]
+    assert np.all(np.abs(at_minimum - 1.5) <= 4 * se + 0.05 * 1.5), at_minimum
+    pooled = np.average(at_minimum, weights=se**-2)  # ten independent estimates of 3/2
+    assert abs(pooled - 1.5) <= 4 * np.sqrt(1 / np.sum(se**-2)) + 0.05 * 1.5
+    # before the minimum the draws fall below L_n(w_t): the checkpoint is flagged
+    assert trajectory[0].fraction_below_init > 0.9 and trajectory[0].warnings
+    summary = trajectory.summary()
+    assert list(summary.index) == list(20 * np.arange(NUM_CHECKPOINTS))
+    loaded = slt.LLCTrajectory.load(trajectory.save(tmp_path / "trajectory.nc"))
+    np.testing.assert_array_equal(loaded.llc_means, trajectory.llc_means)
+    assert trajectory.plot(reference=np.full(NUM_CHECKPOINTS, 1.5)).axes
+
+
+def test_a_checkpointed_trajectory_is_rebuilt_from_its_files(training_run, tmp_path):
+    problem, checkpoints = training_run
+    path = tmp_path / "progress.npz"
+    first = _run(problem, checkpoints[:6], checkpoints_per_run=4, checkpoint=path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["progress-run1.npz", "progress.npz"]
+    again = _run(problem, checkpoints[:6], checkpoints_per_run=4, checkpoint=path)
+    np.testing.assert_array_equal(again.llc_means, first.llc_means)
+    assert again.compile_time == 0.0  # nothing sampled: the finished runs were read back
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        ({"checkpoints": []}, "non-empty sequence"),
+        ({"checkpoints": [{"w": jnp.zeros(2)}]}, r"checkpoints\[0\]"),
+        ({"steps": [0, 1]}, "one per checkpoint"),
+        ({"calibrate_at": 3}, "calibrate_at must index"),
+        ({"checkpoints_per_run": 0}, "checkpoints_per_run"),
+        ({"restrict_to": {"w": False}}, "selects no weight"),
+    ],
+)
+def test_bad_arguments_are_named(training_run, arguments, message):
+    problem, checkpoints = training_run
+    arguments = {"checkpoints": checkpoints[:3]} | arguments
+    with pytest.raises(slt.InputError, match=message):
+        slt.llc_trajectory(problem, arguments.pop("checkpoints"), jax.random.key(0),
+                           **arguments)
