@@ -77,11 +77,12 @@ def results():
                                     num_warmup=10, chains_per_candidate=1, progress=False)
         short = dict(num_chains=2, num_samples=20, num_warmup=10, step_size=1e-4,
                      progress=False)
+        # one part, one checkpoint a run: the chunk program `local` compiled serves both
         table = llc_table(problem, fit.params, jax.random.key(9),
-                          parts={"w1": {"w": np.array([True, False])}, "w": {"w": True}},
-                          **short)
+                          parts={"w1": {"w": np.array([True, False])}}, **short)
         trajectory = llc_trajectory(problem, [problem.init(jax.random.key(10)), fit.params],
-                                    jax.random.key(11), steps=[0, 100], **short)
+                                    jax.random.key(11), steps=[0, 100], checkpoints_per_run=1,
+                                    **short)
     mixture = models.fixed_component_mixture()
     base = {"pi": 0.5, "mu": 1.0, "sigma": 1.0}
     found = [

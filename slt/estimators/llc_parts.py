@@ -128,8 +128,11 @@ def llc_table(
         `restrict_to` refuses it (naming the part), an unknown option.
 
     Example:
-      >>> table = slt.llc_table(problem, w_star, key, step_size=1e-4, progress=False)
-      >>> table.summary()[["sampled_weights", "llc", "se"]]     # one row per layer
+      >>> parts = {"w0": {"w": np.array([True, False])}, "w1": {"w": np.array([False, True])}}
+      >>> table = slt.llc_table(problem, params, key, parts, step_size=1e-3, num_samples=200,
+      ...                       num_warmup=100, progress=False)
+      >>> table.parts, list(table.summary()["sampled_weights"])   # a regular weight each
+      (('w0', 'w1'), [1, 1])
     """
     settings = llc_settings(problem, params, key, options)
     parts = leaf_parts(params) if parts is None else require_instance(

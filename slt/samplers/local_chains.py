@@ -13,7 +13,10 @@ length, compiled ahead of time once per configuration (step size, gamma and n be
 arguments, one per chain, so sweeping them never recompiles); minibatch indices come from a
 keyed permutation evaluated on device (`slt.samplers.shuffle`: shuffled epochs without
 replacement, independent across chains, no sort); chains are sharded over all visible devices
-when their number divides evenly. Progress is shown between chunks.
+when their number divides evenly, across processes too under multi-controller JAX
+(`jax.distributed.initialize()` in every process, the same call with the same key in each:
+every process places the shards of its own devices and gathers the whole record; checkpoint
+files are refused there, as one process writes them). Progress is shown between chunks.
 
 Step-size bias (`extrapolate=True`). SGLD's stationary law is off by O(eps): the
 discretisation, and the minibatch gradient noise, which heats the chains in proportion to eps.
@@ -256,23 +259,29 @@ def run_chains(  # 17 user parameters (Args), flat for help(); 33/122 lines docs
         **({"mask": per_chain[4]} if mask is not None else {}),
     )
     resumed = store.resume(_initial_carry(config, centers[per_chain[3]]))
+    shared = (centers, center_losses, center_full_loss, problem.data)
     sharding = _chain_sharding(config.num_chains)
     if sharding is not None:
-        carry, chain_keys, per_chain = jax.device_put((resumed.state, chain_keys, per_chain),
-                                                      sharding)
+        carry, chain_keys, per_chain = _place((resumed.state, chain_keys, per_chain), sharding)
         resumed = resumed._replace(state=carry)
-    arguments = (
-        resumed.state, chain_keys, per_chain, centers, center_losses, center_full_loss,
-        problem.data,
-    )
+        if jax.process_count() > 1:
+            if checkpoint is not None:
+                raise ValueError("checkpoint files are written by one process: run a "
+                                 "checkpointed sampler in a single process")
+            shared = _place(shared, NamedSharding(sharding.mesh, PartitionSpec()))
+    arguments = (resumed.state, chain_keys, per_chain, *shared)
+    replicated = None if sharding is None else NamedSharding(sharding.mesh, PartitionSpec())
 
     start = time.perf_counter()
     compiled, was_cached = _compile(config, arguments)
     compile_time = 0.0 if was_cached else time.perf_counter() - start
 
     def advance(carry, chunk):
-        carry, recorded = compiled(carry, *arguments[1:], jnp.asarray(chunk * chunk_size))
-        return carry, jax.device_get(recorded)
+        first_step = jnp.asarray(chunk * chunk_size)
+        if replicated is not None and jax.process_count() > 1:
+            first_step = _place(first_step, replicated)
+        carry, recorded = compiled(carry, *arguments[1:], first_step)
+        return carry, _to_host(recorded)
 
     num_chunks = -(-num_steps // chunk_size)
     carry, chunks, _, run_time = run_units(
@@ -292,8 +301,8 @@ def run_chains(  # 17 user parameters (Args), flat for help(); 33/122 lines docs
         laplacian=laplacian,
         distance=distance,
         center_full_loss=np.asarray(center_full_loss) if several else float(center_full_loss[0]),
-        diverged_at=np.asarray(carry.diverged_at),
-        final_position=np.asarray(carry.sgld.position),
+        diverged_at=_to_host(carry.diverged_at),
+        final_position=_to_host(carry.sgld.position),
         compile_time=compile_time,
         run_time=run_time,
     )
@@ -347,6 +356,33 @@ def _initial_carry(config: _Config, position) -> _Carry:
         sgld=jax.vmap(sgld(config.preconditioner).init)(position),
         diverged_at=jnp.full((config.num_chains,), -1, jnp.int32),
     )
+
+
+def _place(tree, sharding):
+    """`tree` on `sharding`. With several processes (multi-controller JAX,
+    `jax.distributed`) the sharding spans devices of other processes: every process holds
+    the same values (same key, same data) and contributes the shards of its own devices."""
+    if jax.process_count() == 1:
+        return jax.device_put(tree, sharding)
+
+    def place(leaf):
+        if jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+            return jax.random.wrap_key_data(place(jax.random.key_data(leaf)),
+                                            impl=jax.random.key_impl(leaf))
+        values = np.asarray(leaf)
+        return jax.make_array_from_callback(values.shape, sharding, lambda index: values[index])
+
+    return jax.tree.map(place, tree)
+
+
+def _to_host(tree):
+    """NumPy copies of `tree`'s arrays, gathered from every process when they are sharded
+    across processes."""
+    if jax.process_count() == 1:
+        return jax.device_get(tree)
+    from jax.experimental import multihost_utils
+
+    return multihost_utils.process_allgather(tree, tiled=True)
 
 
 def _chain_sharding(num_chains: int):

@@ -1,5 +1,6 @@
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -168,39 +169,65 @@ def test_extrapolation_removes_the_step_size_bias_on_a_gaussian(key):
 
 SHARDING_SCRIPT = """
 import json, sys
-import jax, jax.numpy as jnp
+import jax
+process_id, processes, port = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 jax.config.update("jax_enable_x64", True)
-from slt import models, llc
+if processes > 1:  # multi-controller JAX: one process per device, Gloo collectives on CPU
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(f"localhost:{port}", num_processes=processes,
+                               process_id=process_id)
+from slt import models, llc_trajectory
 spec = models.reduced_rank_regression(3, 2, 3)
 truth = models.random_low_rank(jax.random.key(0), [3, 2, 3], 1)
 problem = spec.problem(spec.simulate(jax.random.key(1), truth, 500))
-result = llc(problem, problem.unconstrain(truth), jax.random.key(2), num_chains=4,
-             num_samples=300, num_warmup=50, step_size=1e-5, batch_size=64, progress=False)
-print(json.dumps({"devices": jax.device_count(), "per_chain": result.llc_per_chain.tolist()}))
+center = problem.unconstrain(truth)
+later = jax.tree.map(lambda w: 1.01 * w, center)
+# two checkpoints x two chains: four chains in one program, split over the devices
+trajectory = llc_trajectory(problem, [center, later], jax.random.key(3), num_chains=2,
+                            num_samples=300, num_warmup=50, step_size=1e-5, batch_size=64,
+                            progress=False)
+if jax.process_index() == 0:
+    print(json.dumps({"devices": jax.device_count(), "processes": jax.process_count(),
+                      "per_chain": [r.llc_per_chain.tolist() for r in trajectory.results]}))
 """
 
 
-def _run_with_devices(count):
+def _run_sharded(devices_per_process, processes=1):
+    """SHARDING_SCRIPT in `processes` local processes (jax.distributed when more than one),
+    each with `devices_per_process` CPU devices; what process 0 printed."""
     environment = os.environ | {
-        "XLA_FLAGS": f"--xla_force_host_platform_device_count={count}",
+        "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices_per_process}",
         "JAX_PLATFORMS": "cpu",
     }
-    output = subprocess.run(
-        [sys.executable, "-c", SHARDING_SCRIPT],
-        env=environment,
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    return json.loads(output.stdout.strip().splitlines()[-1])
+    with socket.socket() as probe:  # a free port for the coordinator
+        probe.bind(("localhost", 0))
+        port = probe.getsockname()[1]
+    launched = [
+        subprocess.Popen(
+            [sys.executable, "-c", SHARDING_SCRIPT, str(rank), str(processes), str(port)],
+            env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+        for rank in range(processes)
+    ]
+    outputs = [process.communicate(timeout=300) for process in launched]
+    for process, (_, errors) in zip(launched, outputs, strict=True):
+        assert process.returncode == 0, errors[-3000:]
+    return json.loads(outputs[0][0].strip().splitlines()[-1])
 
 
 @pytest.mark.heavy
 def test_sharded_chains_give_the_same_numbers():
-    one, four = _run_with_devices(1), _run_with_devices(4)
-    assert one["devices"] == 1 and four["devices"] == 4
-    np.testing.assert_allclose(four["per_chain"], one["per_chain"], rtol=1e-10)
+    """Chains sharded over 2 devices give the numbers of 1 device (to rounding: the per-device
+    batch of chains differs), and over 2 processes (multi-controller JAX, `jax.distributed`,
+    one device each) bitwise the numbers of 1 process with 2 devices: the same program, the
+    same chains on each device."""
+    one, two = _run_sharded(1), _run_sharded(2)
+    distributed = _run_sharded(1, processes=2)
+    assert (one["devices"], two["devices"], distributed["devices"]) == (1, 2, 2)
+    assert distributed["processes"] == 2
+    assert distributed["per_chain"] == two["per_chain"]
+    np.testing.assert_allclose(two["per_chain"], one["per_chain"], rtol=1e-10)
 
 
 def test_the_chunk_program_takes_the_data_as_an_argument(key):
