@@ -51,9 +51,9 @@ def test_every_layer_of_a_trained_deep_linear_network_within_ten_percent(trained
     exact = [slt.truth.dln_layer_rlct(layers, layer).as_float for layer in range(4)]
     assert exact == [5.0, 4.0, 3.0, 3.0]  # not d_V / 2 = 10, 4, 4, 6: the bottleneck shows
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # a calibrated table earns no warning here
-        table = slt.llc_table(problem, w_star, jax.random.key(3), num_samples=1000,
-                              num_warmup=500, progress=False)
+        warnings.simplefilter("error")  # no diagnostic warning: the chains are at temperature
+        table = slt.llc_table(problem, w_star, jax.random.key(3), num_samples=3000,
+                              num_warmup=1000, step_size=2.5e-4, progress=False)
     assert table.parts == ("W1", "W2", "W3", "W4")
     for part, value in zip(table.parts, exact, strict=True):
         result = table[part]
@@ -124,3 +124,18 @@ def test_table_options_are_llcs(linear_case):
     with pytest.raises(slt.InputError, match="parts is empty"):
         slt.llc_table(problem, w_star, jax.random.key(0), parts={})
     assert list(slt.leaf_parts({"a": jnp.zeros(2), "b": jnp.zeros((2, 2))})) == ["a", "b"]
+
+
+def test_auto_step_size_calibrates_each_part_on_its_own(linear_case):
+    problem, w_star = linear_case
+    parts = {"w0": {"w": np.array([True, False, False])}, "all": {"w": True}}
+    calibration = {"num_samples": 400, "num_warmup": 400, "step_sizes": [1e-4, 3e-4]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = slt.llc_table(problem, w_star, jax.random.key(6), parts, num_samples=200,
+                              num_warmup=100, calibration=calibration, progress=False)
+        alone = slt.llc_calibrate(problem, w_star, jax.random.fold_in(
+            jax.random.split(jax.random.key(6))[0], 0), restrict_to=parts["w0"],
+            progress=False, **calibration)
+    assert table["w0"].step_size == alone.step_size
+    assert {table[part].step_size for part in parts} <= {1e-4, 3e-4}
