@@ -167,15 +167,8 @@ def test_extrapolation_removes_the_step_size_bias_on_a_gaussian(key):
     assert plain.llc_mean - half > 8 * plain.std_error
 
 
-SHARDING_SCRIPT = """
-import json, sys
+SHARDED_RUN = """
 import jax
-process_id, processes, port = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-jax.config.update("jax_enable_x64", True)
-if processes > 1:  # multi-controller JAX: one process per device, Gloo collectives on CPU
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(f"localhost:{port}", num_processes=processes,
-                               process_id=process_id)
 from slt import models, llc_trajectory
 spec = models.reduced_rank_regression(3, 2, 3)
 truth = models.random_low_rank(jax.random.key(0), [3, 2, 3], 1)
@@ -186,9 +179,21 @@ later = jax.tree.map(lambda w: 1.01 * w, center)
 trajectory = llc_trajectory(problem, [center, later], jax.random.key(3), num_chains=2,
                             num_samples=300, num_warmup=50, step_size=1e-5, batch_size=64,
                             progress=False)
+numbers = {"devices": jax.device_count(), "processes": jax.process_count(),
+           "per_chain": [r.llc_per_chain.tolist() for r in trajectory.results]}
+"""
+SHARDING_SCRIPT = """
+import json, sys
+import jax
+process_id, processes, port = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+jax.config.update("jax_enable_x64", True)
+if processes > 1:  # multi-controller JAX: one process per device, Gloo collectives on CPU
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(f"localhost:{port}", num_processes=processes,
+                               process_id=process_id)
+""" + SHARDED_RUN + """
 if jax.process_index() == 0:
-    print(json.dumps({"devices": jax.device_count(), "processes": jax.process_count(),
-                      "per_chain": [r.llc_per_chain.tolist() for r in trajectory.results]}))
+    print(json.dumps(numbers))
 """
 
 
@@ -222,7 +227,9 @@ def test_sharded_chains_give_the_same_numbers():
     batch of chains differs), and over 2 processes (multi-controller JAX, `jax.distributed`,
     one device each) bitwise the numbers of 1 process with 2 devices: the same program, the
     same chains on each device."""
-    one, two = _run_sharded(1), _run_sharded(2)
+    namespace = {}
+    exec(SHARDED_RUN, namespace)  # noqa: S102 - this process: one CPU device
+    one, two = namespace["numbers"], _run_sharded(2)
     distributed = _run_sharded(1, processes=2)
     assert (one["devices"], two["devices"], distributed["devices"]) == (1, 2, 2)
     assert distributed["processes"] == 2
