@@ -261,6 +261,8 @@ def run_chains(  # 17 user parameters (Args), flat for help(); 33/122 lines docs
     resumed = store.resume(_initial_carry(config, centers[per_chain[3]]))
     shared = (centers, center_losses, center_full_loss, problem.data)
     sharding = _chain_sharding(config.num_chains)
+    # across processes, the arguments every chain reads are placed on all devices too
+    replicated = None
     if sharding is not None:
         carry, chain_keys, per_chain = _place((resumed.state, chain_keys, per_chain), sharding)
         resumed = resumed._replace(state=carry)
@@ -268,9 +270,9 @@ def run_chains(  # 17 user parameters (Args), flat for help(); 33/122 lines docs
             if checkpoint is not None:
                 raise ValueError("checkpoint files are written by one process: run a "
                                  "checkpointed sampler in a single process")
-            shared = _place(shared, NamedSharding(sharding.mesh, PartitionSpec()))
+            replicated = NamedSharding(sharding.mesh, PartitionSpec())
+            shared = _place(shared, replicated)
     arguments = (resumed.state, chain_keys, per_chain, *shared)
-    replicated = None if sharding is None else NamedSharding(sharding.mesh, PartitionSpec())
 
     start = time.perf_counter()
     compiled, was_cached = _compile(config, arguments)
@@ -278,7 +280,7 @@ def run_chains(  # 17 user parameters (Args), flat for help(); 33/122 lines docs
 
     def advance(carry, chunk):
         first_step = jnp.asarray(chunk * chunk_size)
-        if replicated is not None and jax.process_count() > 1:
+        if replicated is not None:
             first_step = _place(first_step, replicated)
         carry, recorded = compiled(carry, *arguments[1:], first_step)
         return carry, _to_host(recorded)
