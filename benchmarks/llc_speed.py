@@ -269,13 +269,14 @@ def _slt_call(problem, params, key, config, mala_every=0):
 # ----------------------------------------------------------------------------- the floor
 
 
-def bare_sgld(arrays, *, paired: bool):
+def bare_sgld(arrays, *, paired: bool, config: dict | None = None):
     """SGLD on the RRR problem hand-written in bare JAX: one jitted scan of vmapped chains.
 
     Returns `run(key) -> (loss, center_loss)` (draws x chains) and the compiled function's
     compile time. Same target, update, minibatch scheme (`epoch_indices`, slt's shared keyed
     permutation: epochs without replacement, independent across chains) and randomness layout
-    as slt, without slt's bookkeeping; see the module docstring.
+    as slt, without slt's bookkeeping; see the module docstring. `config`: llc's chain
+    settings (default: this benchmark's, `_config`).
     """
     import jax
     import jax.numpy as jnp
@@ -283,7 +284,7 @@ def bare_sgld(arrays, *, paired: bool):
     from slt.samplers.noise import standard_normal
     from slt.samplers.shuffle import epoch_indices
 
-    config = _config(arrays)
+    config = _config(arrays) if config is None else config
     x, y = jnp.asarray(arrays["x"]), jnp.asarray(arrays["y"])
     shapes = [("W1", arrays["W1"].shape), ("W2", arrays["W2"].shape)]
     center = jnp.concatenate([jnp.asarray(arrays[name]).ravel() for name, _ in shapes])

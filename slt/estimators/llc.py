@@ -38,6 +38,7 @@ from slt.estimators.llc_calibration import llc_calibrate
 from slt.estimators.local_run import (
     MAX_DRIFT,
     default_nbeta,
+    drifting,
     restriction_mask,
     trace_drift,
     trace_statistics,
@@ -261,9 +262,14 @@ def llc(  # 18 user parameters (Args), flat for help(); 84/171 lines docstring
         chain diverged (it reached a stiffer region than the short calibration runs saw) or
         the configurational temperature T exceeds 1 + 0.1 by more than one standard error (the
         chains ran hot: lambda_hat too high), halve the step and run again with twice the
-        warmup (the chains move half as far per step), at most 3 times, each repetition
-        noted in `warnings` (not with a checkpoint, whose file belongs to one
-        step size, nor with mala_every=0, which measures no temperature). A short calibration
+        warmup (the chains move half as far per step); if the chains had not settled
+        (lambda_hat drifting between the halves of the draws by more than 3 standard errors
+        and 1%: `slt.estimators.local_run.drifting`), run again at the same step with twice
+        the warmup; at most 3 repetitions, each noted in `warnings` (not with a checkpoint,
+        whose file belongs to one step size; the temperature check not with mala_every=0,
+        which measures no temperature). The warmup is at least what the calibration's
+        chains needed to settle (its sweep is lengthened when none settles, as on wide
+        networks whose curvatures spread over decades: `llc_calibrate`). A short calibration
         run measures T roughly, the full run more precisely (one standard error, not two:
         a needless repetition costs only time, a hot run costs accuracy). On a
         one-hidden-layer tanh network at f = 0 the default calibration can pick steps with
@@ -344,12 +350,14 @@ def llc(  # 18 user parameters (Args), flat for help(); 84/171 lines docstring
     })
     mask = restriction_mask(problem, params, restrict_to)
     step_size = settings["step_size"]
+    notes = ()
     if step_size == "auto":
         calibration_key, key = jax.random.split(key)
-        step_size = calibrated_step_size(problem, params, calibration_key, settings,
-                                         restrict_to=restrict_to)
+        step_size, settle = calibrated_step_size(problem, params, calibration_key, settings,
+                                                 restrict_to=restrict_to)
+        settings, notes = with_settling_warmup(settings, [settle])
     (result,) = local_llcs(problem, [params], [LocalPart(0, mask, float(step_size))], key,
-                           description="llc", **run_settings(settings))
+                           description="llc", notes=notes, **run_settings(settings))
     return result
 
 
@@ -423,6 +431,7 @@ def local_llcs(  # the settings of llc, batched; see llc's Args
     description: str,
     checkpoint,
     extrapolate: bool,
+    notes: tuple[str, ...] = (),
 ) -> list[LLCResult]:
     """lambda_hat for several parts (centres, restrictions, step sizes) in one compiled run.
 
@@ -430,16 +439,18 @@ def local_llcs(  # the settings of llc, batched; see llc's Args
     `run_chains` program (the centres, masks and step sizes are its runtime arguments), and
     each part's chains are summarised on their own (`summarise_trace`). With
     `repeat_when_hot` (`step_size="auto"`), a part whose chains diverged or ran hot is run
-    again at half its step with twice the warmup (`llc`'s Args), all such parts together,
-    at most `AUTO_HALVINGS` times; not with a checkpoint (the file belongs to one run).
-    `llc` is the case of one part.
+    again at half its step with twice the warmup (`llc`'s Args), and a part whose chains
+    had not settled (`drifting`) at the same step with twice the warmup, all such parts
+    together, at most `AUTO_HALVINGS` times; not with a checkpoint (the file belongs to one
+    run). `notes` start every part's warnings. `llc` is the case of one part.
 
     Returns:
       One `LLCResult` per part, in order.
     """
     parts = list(parts)
     results: list[LLCResult | None] = [None] * len(parts)
-    notes: list[list[str]] = [[] for _ in parts]
+    repeats = [0] * len(parts)
+    notes: list[list[str]] = [list(notes) for _ in parts]
     pending = list(range(len(parts)))
     while pending:
         trace = _run_parts(
@@ -453,16 +464,17 @@ def local_llcs(  # the settings of llc, batched; see llc's Args
         for row, index in enumerate(pending):
             part = parts[index]
             own = _chains_of(trace, slice(row * num_chains, (row + 1) * num_chains), part.center)
-            found = None
-            if repeat_when_hot and checkpoint is None and len(notes[index]) < AUTO_HALVINGS:
-                found = _auto_run_problem(own, num_warmup)
+            found, halve = None, False
+            if repeat_when_hot and checkpoint is None and repeats[index] < AUTO_HALVINGS:
+                found, halve = _auto_run_problem(own, num_warmup, nbeta)
             if found is not None:
+                step_size = part.step_size / 2 if halve else part.step_size
                 notes[index].append(
                     f"step_size='auto': the run at the calibrated step {part.step_size:.3g} "
-                    f"{found}; repeated at {part.step_size / 2:.3g} with {2 * num_warmup} "
-                    "warmup steps"
+                    f"{found}; repeated at {step_size:.3g} with {2 * num_warmup} warmup steps"
                 )
-                parts[index] = part._replace(step_size=part.step_size / 2)
+                parts[index] = part._replace(step_size=step_size)
+                repeats[index] += 1
                 repeat.append(index)
                 continue
             results[index] = summarise_trace(
@@ -509,10 +521,12 @@ def _chains_of(trace, rows: slice, center: int):
     )
 
 
-def calibrated_step_size(problem, params, key, settings, *, restrict_to=None) -> float:
+def calibrated_step_size(problem, params, key, settings, *, restrict_to=None
+                         ) -> tuple[float, int]:
     """The step size `llc_calibrate` chooses for resolved `llc_settings` (gamma, nbeta,
     batch_size, preconditioner, include_prior, progress, and the further options
-    `calibration`) and the restriction `restrict_to`."""
+    `calibration`) and the restriction `restrict_to`, and the warmup its chains needed to
+    settle (`CalibrationResult.num_warmup`)."""
     fixed = {name: settings[name] for name in (
         "gamma", "nbeta", "batch_size", "preconditioner", "include_prior", "progress")}
     calibration = settings["calibration"]
@@ -521,21 +535,39 @@ def calibrated_step_size(problem, params, key, settings, *, restrict_to=None) ->
         raise InputError(
             f"calibration options {clashing} are set by llc's own arguments; pass them there"
         )
-    return llc_calibrate(problem, params, key, **fixed, restrict_to=restrict_to,
-                         **calibration).step_size
+    result = llc_calibrate(problem, params, key, **fixed, restrict_to=restrict_to,
+                           **calibration)
+    return result.step_size, result.num_warmup
 
 
-def _auto_run_problem(trace, num_warmup) -> str | None:
-    """Why a run at a calibrated step size must be repeated at half the step: diverged
-    chains, or chains hotter than 1 + HOT_TEMPERATURE by more than one standard error;
-    None when the run stands."""
+def with_settling_warmup(settings: dict, settle: list[int]) -> tuple[dict, tuple[str, ...]]:
+    """`settings` with num_warmup raised to the longest warmup the calibration's chains
+    needed to settle (`settle`, one per calibration), and the note that says so (none when
+    num_warmup was long enough)."""
+    needed = max(settle)
+    if needed <= settings["num_warmup"]:
+        return settings, ()
+    note = (f"step_size='auto': the calibration's chains needed {needed} warmup steps to "
+            f"settle; num_warmup raised from {settings['num_warmup']} to {needed}")
+    return settings | {"num_warmup": needed}, (note,)
+
+
+def _auto_run_problem(trace, num_warmup, nbeta) -> tuple[str | None, bool]:
+    """Why a run at a calibrated step size must be repeated, and whether at half the step:
+    diverged chains, or chains hotter than 1 + HOT_TEMPERATURE by more than one standard
+    error (halve); chains that had not settled (`drifting`; the same step, a longer
+    warmup). (None, False) when the run stands."""
     diverged = trace.diverged_at[trace.diverged_at >= 0]
     if diverged.size:
-        return f"{diverged.size} chain(s) diverged (first at step {int(diverged.min())})"
+        return f"{diverged.size} chain(s) diverged (first at step {int(diverged.min())})", True
     temperature, temperature_se = _temperature(trace, num_warmup)
-    if not temperature - 1 > HOT_TEMPERATURE + temperature_se:
-        return None
-    return f"was hot (configurational temperature {temperature:.2f} ± {temperature_se:.2f})"
+    if temperature - 1 > HOT_TEMPERATURE + temperature_se:
+        return (f"was hot (configurational temperature {temperature:.2f} ± "
+                f"{temperature_se:.2f})"), True
+    values = nbeta * (trace.loss[:, num_warmup:] - trace.center_loss[:, num_warmup:])
+    if drifting(values):
+        return "had not settled (lambda_hat drifting between the halves of the draws)", False
+    return None, False
 
 
 def _temperature(trace, num_warmup) -> tuple[float, float]:

@@ -8,8 +8,9 @@ once in one compiled program (step size and gamma are per-chain runtime values).
      the discretisation error of each step is small; Lau et al. report trustworthy lambda_hat
      in that regime), and
   3. the trace is stationary: the mean of n beta (L_b - L_b(w*)) over the first and the second
-     half of the post-warmup draws differ by less than 3 standard errors of the difference
-     (too small a step size has not reached the local posterior and still drifts), and
+     half of the post-warmup draws differ by less than 3 standard errors of the difference,
+     or by less than 1% of lambda_hat (`slt.estimators.local_run.drifting`; too small a step
+     size has not reached the local posterior and still drifts), and
   4. the minibatch gradient noise is small against the injected Langevin noise:
      r(eps) = (eps / 4d) sum_j G_j (n beta)^2 Var_b(g_j) <= `max_noise_ratio` (0.02), with
      Var_b(g_j) the variance of coordinate j of the minibatch gradient of L_b at w*
@@ -27,6 +28,16 @@ once in one compiled program (step size and gamma are per-chain runtime values).
      failing a good candidate, so the hot side catches only gross heating; the estimate of T
      in the final run, with its warning, is sharper.
 The chosen step size is the **largest passing one** (fastest mixing among the accurate ones).
+
+Chains that need longer to settle. How long chains take to forget w* grows with the spread of
+the loss's curvatures (the condition number of the Hessian at w*), which grows with the width
+of a network: on reduced-rank regression at d = 1e5 no candidate settles within the default
+500 + 1000 steps. When no candidate passes, the candidates that fail *only* by not having
+settled (drifting, or cold, with no divergence, enough acceptance, a small noise ratio and no
+heat) are swept again with twice the warmup and draws, the `SETTLING_CANDIDATES` largest
+step sizes of each gamma (larger steps settle sooner), up to `max_lengthenings` times. The
+result records the warmup of the sweep that passed (`CalibrationResult.num_warmup`); `llc`
+warms up at least that long.
 With several gammas, the smallest gamma that has a passing step size is chosen (gamma biases
 lambda_hat downward by confining the chains; the smallest workable gamma biases it least).
 """
@@ -42,8 +53,8 @@ import pandas as pd
 import xarray as xr
 
 from slt.estimators.local_run import (
-    MAX_DRIFT,
     default_nbeta,
+    drifting,
     restriction_mask,
     trace_drift,
     trace_statistics,
@@ -63,20 +74,33 @@ __all__ = [
 ]
 
 # The columns of `CalibrationResult.table`, in order.
-_TABLE_COLUMNS = ["step_size", "gamma", "llc", "se", "mala_acceptance", "drift_z", "temperature",
-                  "temperature_se", "noise_ratio", "diverged", "passes"]
+_TABLE_COLUMNS = ["step_size", "gamma", "num_warmup", "num_samples", "llc", "se",
+                  "mala_acceptance", "drift_z", "temperature", "temperature_se", "noise_ratio",
+                  "diverged", "settled", "passes"]
+# A sweep in which no candidate passes is repeated, lengthened, for at most this many of the
+# candidates of each gamma that failed only by not having settled (the largest step sizes).
+SETTLING_CANDIDATES = 3
+# The default grid moves down to the noise limit when fewer of its candidates lie below it.
+USABLE_CANDIDATES = 4
 
 
-def default_step_sizes(nbeta: float, preconditioner: str | None) -> np.ndarray:
+def default_step_sizes(nbeta: float, preconditioner: str | None,
+                       noise_limit: float = np.inf) -> np.ndarray:
     """The candidate grid: 13 log-spaced values over four decades.
 
     Without preconditioning the stable step size scales like 1 / (n beta * curvature of L_n):
     the grid spans 1e-4 / (n beta) .. 1 / (n beta). RMSprop divides the gradient by its own
-    magnitude, so its steps are in parameter units: 1e-7 .. 1e-3.
+    magnitude, so its steps are in parameter units: 1e-7 .. 1e-3. When fewer than
+    `USABLE_CANDIDATES` of these lie at or below `noise_limit` (the step whose gradient-noise
+    ratio is the criterion's largest: wide networks with large per-example gradients), the
+    four decades end at `noise_limit` instead, so that the sweep is not spent on steps that
+    fail the noise criterion whatever their chains do.
     """
-    if preconditioner == "rmsprop":
-        return np.logspace(-7, -3, 13)
-    return np.logspace(-4, 0, 13) / nbeta
+    grid = np.logspace(-7, -3, 13) if preconditioner == "rmsprop" else (
+        np.logspace(-4, 0, 13) / nbeta)
+    if np.sum(grid <= noise_limit) < USABLE_CANDIDATES:
+        grid = noise_limit * np.logspace(-4, 0, 13)
+    return grid
 
 
 @dataclass(frozen=True)
@@ -85,15 +109,21 @@ class CalibrationResult(Persistable):
 
     Attributes:
       step_size, gamma: the chosen values.
-      table: one row per candidate: step_size, gamma, llc (mean), se, mala_acceptance,
-        drift_z (half-to-half difference in standard errors), diverged, passes.
+      table: one row per candidate: step_size, gamma, num_warmup and num_samples (the length
+        of its last sweep), llc (mean), se, mala_acceptance, drift_z (half-to-half difference
+        in standard errors), temperature and its se, noise_ratio, diverged, settled (neither
+        drifting nor cold), passes.
       criterion: the criterion in words.
+      num_warmup: the warmup of the chosen candidate's sweep: the default, or longer where
+        the sweep had to be lengthened for the chains to settle (`llc` then warms up at
+        least this long).
     """
 
     step_size: float
     gamma: float
     table: pd.DataFrame = field(repr=False)
     criterion: str = field(repr=False, default=__doc__)
+    num_warmup: int = 0
 
     def summary(self) -> pd.DataFrame:
         """One row per candidate (step size, gamma): `table` with a column ``chosen`` that
@@ -142,6 +172,7 @@ def llc_calibrate(  # 17 user parameters (Args), flat for help(); 25/97 lines do
     max_temperature_deviation: float = 0.1,
     progress: bool = True,
     restrict_to=None,
+    max_lengthenings: int = 3,
 ) -> CalibrationResult:
     """Sweep step sizes (and optionally gammas) and pick one by the module's criterion.
 
@@ -160,6 +191,9 @@ def llc_calibrate(  # 17 user parameters (Args), flat for help(); 25/97 lines do
       progress: show a progress bar.
       restrict_to: as for `llc`: calibrate the chains that move only the selected weights
         (the noise ratio r(eps) then averages over those weights).
+      max_lengthenings: how many times a sweep without a passing candidate is repeated with
+        twice the warmup and draws for the candidates that had not settled (module doc);
+        0: never.
 
     Returns:
       A `CalibrationResult`.
@@ -175,7 +209,7 @@ def llc_calibrate(  # 17 user parameters (Args), flat for help(); 25/97 lines do
         problem, params, key, gamma=gammas, nbeta=nbeta, batch_size=batch_size,
         preconditioner=preconditioner, counts={
             "chains_per_candidate": (chains_per_candidate, 1), "num_samples": (num_samples, 1),
-            "num_warmup": (num_warmup, 0),
+            "num_warmup": (num_warmup, 0), "max_lengthenings": (max_lengthenings, 0),
         },
     )
     require_in_interval("min_acceptance", min_acceptance, 0.0, 1.0, closed=True)
@@ -183,37 +217,47 @@ def llc_calibrate(  # 17 user parameters (Args), flat for help(); 25/97 lines do
     require_positive("max_temperature_deviation", max_temperature_deviation)
     mask = restriction_mask(problem, params, restrict_to)
     nbeta = default_nbeta(problem.n) if nbeta is None else float(nbeta)
-    grid_steps, grid_gammas = _candidate_grid(step_sizes, gammas, nbeta, preconditioner)
-    repeat = chains_per_candidate
-    trace = run_chains(
-        problem,
-        params,
-        key,
-        num_chains=grid_steps.size * repeat,
-        num_steps=num_warmup + num_samples,
-        step_size=jnp.repeat(grid_steps, repeat),
-        gamma=jnp.repeat(grid_gammas, repeat),
-        nbeta=nbeta,
-        batch_size=min(batch_size, problem.n),
-        preconditioner=preconditioner,
-        include_prior=include_prior,
-        mala_every=5,
-        progress=progress,
-        description="llc calibration",
-        mask=mask,
-    )
+    step_sizes = None if step_sizes is None else _checked_steps(step_sizes)
     noise_per_step = gradient_noise_ratio(
         problem, params, 1.0, nbeta=nbeta, batch_size=batch_size, preconditioner=preconditioner,
         mask=mask,
     )
-    rows = []
-    for index, (step_size, gamma_value) in enumerate(zip(grid_steps, grid_gammas, strict=True)):
-        chains = slice(index * repeat, (index + 1) * repeat)
-        row = _assess(trace, chains, num_warmup, nbeta, min_acceptance, max_temperature_deviation)
-        row["noise_ratio"] = noise_per_step * step_size
-        row["passes"] = row["passes"] and row["noise_ratio"] <= max_noise_ratio
-        rows.append(row | {"step_size": step_size, "gamma": gamma_value})
-    table = pd.DataFrame(rows)[_TABLE_COLUMNS]
+    if step_sizes is None:
+        noise_limit = max_noise_ratio / noise_per_step if noise_per_step > 0 else np.inf
+        step_sizes = default_step_sizes(nbeta, preconditioner, noise_limit)
+    grid_steps, grid_gammas = _candidate_grid(step_sizes, gammas)
+
+    def sweep(sweep_key, steps, sweep_gammas, warmup, samples) -> pd.DataFrame:
+        """Every candidate (steps[i], sweep_gammas[i]) run and assessed, in one program."""
+        trace = run_chains(
+            problem, params, sweep_key, num_chains=steps.size * chains_per_candidate,
+            num_steps=warmup + samples, step_size=jnp.repeat(steps, chains_per_candidate),
+            gamma=jnp.repeat(sweep_gammas, chains_per_candidate), nbeta=nbeta,
+            batch_size=min(batch_size, problem.n), preconditioner=preconditioner,
+            include_prior=include_prior, mala_every=5, progress=progress,
+            description="llc calibration", mask=mask,
+        )
+        rows = []
+        for index, (step_size, gamma_value) in enumerate(zip(steps, sweep_gammas, strict=True)):
+            chains = slice(index * chains_per_candidate, (index + 1) * chains_per_candidate)
+            row = _assess(trace, chains, warmup, nbeta, min_acceptance, max_temperature_deviation)
+            row["noise_ratio"] = noise_per_step * step_size
+            row["passes"] = row["passes"] and row["noise_ratio"] <= max_noise_ratio
+            rows.append(row | {"step_size": step_size, "gamma": gamma_value,
+                               "num_warmup": warmup, "num_samples": samples})
+        return pd.DataFrame(rows)[_TABLE_COLUMNS]
+
+    table = sweep(key, grid_steps, grid_gammas, num_warmup, num_samples)
+    for lengthening in range(1, max_lengthenings + 1):
+        unsettled = _settling(table, min_acceptance, max_noise_ratio, max_temperature_deviation)
+        if table["passes"].any() or not unsettled.any():
+            break
+        num_warmup, num_samples = 2 * num_warmup, 2 * num_samples
+        again = sweep(jax.random.fold_in(key, lengthening),
+                      table["step_size"].to_numpy()[unsettled],
+                      table["gamma"].to_numpy()[unsettled], num_warmup, num_samples)
+        again.index = table.index[unsettled]
+        table = pd.concat([table[~unsettled], again]).sort_index()
     passing = table[table["passes"]]
     if passing.empty:
         raise ValueError(
@@ -223,19 +267,40 @@ def llc_calibrate(  # 17 user parameters (Args), flat for help(); 25/97 lines do
             "step_sizes or gammas, or raise batch_size:\n" + table.to_string(index=False)
         )
     best_gamma = passing["gamma"].min()
-    chosen = passing[passing["gamma"] == best_gamma]["step_size"].max()
-    return CalibrationResult(step_size=float(chosen), gamma=float(best_gamma), table=table)
+    chosen = passing[passing["gamma"] == best_gamma].sort_values("step_size").iloc[-1]
+    return CalibrationResult(step_size=float(chosen["step_size"]), gamma=float(best_gamma),
+                             table=table, num_warmup=int(chosen["num_warmup"]))
 
 
-def _candidate_grid(step_sizes, gammas, nbeta, preconditioner) -> tuple[np.ndarray, np.ndarray]:
-    """Every (step size, gamma) candidate, step sizes varying fastest; checks both lists."""
-    step_sizes = np.asarray(
-        default_step_sizes(nbeta, preconditioner) if step_sizes is None else step_sizes, dtype=float
-    ).ravel()
-    if step_sizes.size == 0 or gammas.size == 0:
-        raise InputError("step_sizes and gammas must be non-empty lists of numbers")
+def _settling(table: pd.DataFrame, min_acceptance, max_noise_ratio, max_temperature_deviation
+              ) -> np.ndarray:
+    """The candidates worth a longer sweep: those that fail only by not having settled
+    (drifting or cold; no divergence, enough acceptance, a small noise ratio, not hot), the
+    `SETTLING_CANDIDATES` largest step sizes of each gamma. A boolean per row."""
+    hot = table["temperature"] - 1 > max_temperature_deviation + 2 * table["temperature_se"]
+    only_unsettled = (
+        ~table["passes"] & ~table["settled"] & ~table["diverged"] & ~hot
+        & (table["mala_acceptance"] >= min_acceptance) & (table["noise_ratio"] <= max_noise_ratio)
+    )
+    largest = table[only_unsettled].groupby("gamma")["step_size"].nlargest(
+        SETTLING_CANDIDATES).index.get_level_values(-1)
+    return np.asarray(table.index.isin(largest) & only_unsettled)
+
+
+def _checked_steps(step_sizes) -> np.ndarray:
+    """`step_sizes` as a flat array, or an InputError: empty, or a value not finite and > 0."""
+    step_sizes = np.asarray(step_sizes, dtype=float).ravel()
+    if step_sizes.size == 0:
+        raise InputError("step_sizes must be a non-empty list of numbers")
     for step_size in step_sizes:
         require_positive("every step size", step_size)
+    return step_sizes
+
+
+def _candidate_grid(step_sizes, gammas) -> tuple[np.ndarray, np.ndarray]:
+    """Every (step size, gamma) candidate, step sizes varying fastest."""
+    if gammas.size == 0:
+        raise InputError("gammas must be a non-empty list of numbers")
     grid_steps, grid_gammas = (g.ravel() for g in np.meshgrid(step_sizes, gammas))
     return grid_steps, grid_gammas
 
@@ -313,10 +378,16 @@ def _assess(trace, chains, num_warmup, nbeta, min_acceptance, max_temperature_de
             "temperature": temperature,
             "temperature_se": temperature_se,
             "diverged": True,
+            "settled": False,
             "passes": False,
         }
     drift_z = trace_drift(values)
-    temperate = abs(temperature - 1) <= max_temperature_deviation + 2 * temperature_se
+    allowance = max_temperature_deviation + 2 * temperature_se
+    temperate = abs(temperature - 1) <= allowance
+    # a temperature that cannot be measured (mean Laplacian not positive) is a chain not
+    # yet at equilibrium, as is a cold one
+    settled = bool(not drifting(values) and np.isfinite(temperature)
+                   and not 1 - temperature > allowance)
     return {
         "llc": float(values.mean()),
         "se": trace_statistics(values)[1],
@@ -325,5 +396,6 @@ def _assess(trace, chains, num_warmup, nbeta, min_acceptance, max_temperature_de
         "temperature": temperature,
         "temperature_se": temperature_se,
         "diverged": False,
-        "passes": bool(mala >= min_acceptance and drift_z < MAX_DRIFT and temperate),
+        "settled": settled,
+        "passes": bool(mala >= min_acceptance and settled and temperate),
     }

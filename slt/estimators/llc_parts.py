@@ -34,6 +34,7 @@ from slt.estimators.llc import (
     llc_settings,
     local_llcs,
     run_settings,
+    with_settling_warmup,
 )
 from slt.estimators.local_run import restriction_mask
 from slt.prediction import leaf_names
@@ -145,19 +146,20 @@ def llc_table(
             masks[name] = restriction_mask(problem, params, part)
         except InputError as error:
             raise InputError(f"part {name!r}: {error}") from None
-    step_sizes = [settings["step_size"]] * len(parts)
+    step_sizes, notes = [settings["step_size"]] * len(parts), ()
     if settings["step_size"] == "auto":
         calibration_key, key = jax.random.split(key)
-        step_sizes = [
+        step_sizes, settle = zip(*(
             calibrated_step_size(problem, params, jax.random.fold_in(calibration_key, index),
                                  settings, restrict_to=part)
             for index, part in enumerate(parts.values())
-        ]
+        ), strict=True)
+        settings, notes = with_settling_warmup(settings, settle)
     results = local_llcs(
         problem, [params],
         [LocalPart(0, mask, float(step)) for mask, step in zip(masks.values(), step_sizes,
                                                                 strict=True)],
-        key, description="llc table", **run_settings(settings),
+        key, description="llc table", notes=notes, **run_settings(settings),
     )
     return LLCTable(parts=tuple(parts), results=tuple(results))
 

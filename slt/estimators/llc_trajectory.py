@@ -33,6 +33,7 @@ from slt.estimators.llc import (
     llc_settings,
     local_llcs,
     run_settings,
+    with_settling_warmup,
 )
 from slt.estimators.local_run import restriction_mask
 from slt.problem import Params, Problem
@@ -190,12 +191,14 @@ def llc_trajectory(
     settings = llc_settings(problem, checkpoints[calibrate_at], key, options)
     mask = restriction_mask(problem, checkpoints[0], restrict_to)
     per_run = _checkpoints_per_run(problem, checkpoints_per_run, count, settings)
-    step_size, calibrated_at = settings["step_size"], None
+    step_size, calibrated_at, notes = settings["step_size"], None, ()
     if step_size == "auto":
         calibration_key, key = jax.random.split(key)
         calibrated_at = calibrate_at % count
-        step_size = calibrated_step_size(problem, checkpoints[calibrated_at], calibration_key,
-                                         settings, restrict_to=restrict_to)
+        step_size, settle = calibrated_step_size(
+            problem, checkpoints[calibrated_at], calibration_key, settings,
+            restrict_to=restrict_to)
+        settings, notes = with_settling_warmup(settings, [settle])
     results, compile_time, run_time = [], 0.0, 0.0
     num_runs = -(-count // per_run)
     for run in range(num_runs):
@@ -203,7 +206,7 @@ def llc_trajectory(
         centers = [checkpoints[i] for i in members]
         centers += [centers[-1]] * (per_run - len(centers))  # padding: one program for all runs
         run_options = run_settings(settings) | {
-            "checkpoint": _run_file(settings["checkpoint"], run)}
+            "checkpoint": _run_file(settings["checkpoint"], run), "notes": notes}
         found = local_llcs(
             problem, centers, [LocalPart(j, mask, float(step_size)) for j in range(per_run)],
             jax.random.fold_in(key, run), description=f"llc trajectory {run + 1}/{num_runs}",

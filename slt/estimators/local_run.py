@@ -26,6 +26,8 @@ from slt.validation import (
 
 __all__ = [
     "MAX_DRIFT",
+    "MIN_RELATIVE_DRIFT",
+    "drifting",
     "default_nbeta",
     "restriction_mask",
     "trace_drift",
@@ -36,6 +38,9 @@ __all__ = [
 # lambda_hat moving between the halves of the run by more than this many standard errors
 # (`trace_drift`) earns a warning and fails a calibration candidate.
 MAX_DRIFT = 3.0
+# ... and by more than this fraction of lambda_hat: at lambda ~ 1e4 a standard error is ~0.1%
+# of lambda_hat, and a statistically clear drift can be far too small to matter.
+MIN_RELATIVE_DRIFT = 0.01
 
 def default_nbeta(n: int) -> float:
     """n beta at beta = 1 / log n (Watanabe's WBIC temperature): n / log n."""
@@ -67,6 +72,16 @@ def trace_drift(values: np.ndarray) -> float:
     first, second = values[:, :half], values[:, half : 2 * half]
     se_first, se_second = (trace_statistics(part)[1] for part in (first, second))
     return float(abs(second.mean() - first.mean()) / np.hypot(se_first, se_second))
+
+
+def drifting(values: np.ndarray) -> bool:
+    """Whether a (chain, draw) trace has not settled: its mean moves between the halves of
+    the run by more than MAX_DRIFT standard errors (`trace_drift`) *and* by more than
+    MIN_RELATIVE_DRIFT of its mean."""
+    half = values.shape[1] // 2
+    change = abs(values[:, half : 2 * half].mean() - values[:, :half].mean())
+    return bool(trace_drift(values) > MAX_DRIFT
+                and change > MIN_RELATIVE_DRIFT * abs(values.mean()))
 
 
 def validate_local_run(problem, params, key, *, gamma, nbeta, batch_size, preconditioner, counts):

@@ -265,7 +265,8 @@ def test_auto_step_size_repeats_a_run_that_diverged(monkeypatch):
 
     dim, nbeta = 20, 50.0
     monkeypatch.setattr(llc_module, "llc_calibrate",
-                        lambda *args, **kwargs: SimpleNamespace(step_size=4.02 / nbeta))
+                        lambda *args, **kwargs: SimpleNamespace(step_size=4.02 / nbeta,
+                                                                num_warmup=200))
     result = slt.llc(
         _gaussian_problem(dim), {"w": jnp.zeros(dim)}, jax.random.key(13), num_samples=3000,
         num_warmup=200, gamma=0.0, nbeta=nbeta, batch_size=100, mala_every=5, progress=False,
@@ -274,3 +275,69 @@ def test_auto_step_size_repeats_a_run_that_diverged(monkeypatch):
     assert sum("repeated at" in message for message in result.warnings) == 3
     assert np.all(result.diverged_at < 0)
     assert result.step_size == 4.02 / nbeta / 8
+
+
+def _ill_conditioned_problem(curvatures):
+    """L(w) = sum_j h_j w_j^2 / 2 for every example: a Gaussian local posterior whose
+    curvatures h_j spread over decades, no minibatch noise."""
+    curvatures = jnp.asarray(curvatures)
+    return Problem.from_loss(
+        lambda p, b: 0.5 * jnp.sum(curvatures * p["w"] ** 2) + 0.0 * b["y"],
+        {"w": jnp.zeros(curvatures.size)}, {"y": jnp.zeros(100)},
+    )
+
+
+def test_calibration_lengthens_its_sweep_until_the_chains_settle():
+    """Curvatures 1 .. 100 (condition number 100, as in wide networks), steps with
+    eps n beta = 5e-4 and 1e-3: the stiffest direction relaxes over 1 / (2 eps n beta h_max)
+    = 5-10 steps, the flattest over 500-1000, so after sweeps of 20 + 40 steps (8 chains a
+    candidate) both candidates are still cold and nothing passes without lengthening. With
+    it, the candidates that had not settled run again at twice the length and one passes;
+    llc (calibrating with the same key) then warms up at least as long as it needed and says
+    so. (What the short sweep cannot see: directions slower than its window. Here the passing
+    candidate's lambda_hat is about half of d / 2 = 10; llc's own drift check over its longer
+    run, and its repetition with a longer warmup, are what catch those.)"""
+    problem = _ill_conditioned_problem(np.logspace(0, 2, 20))
+    center, nbeta = {"w": jnp.zeros(20)}, 50.0
+    short = {"num_warmup": 20, "num_samples": 40, "chains_per_candidate": 8,
+             "step_sizes": [5e-4 / nbeta, 1e-3 / nbeta]}
+    fixed = {"gamma": 0.0, "nbeta": nbeta, "batch_size": 100, "progress": False}
+    key = jax.random.key(1)
+    calibration_key = jax.random.split(key)[0]  # the key llc(key) calibrates with
+    with pytest.raises(ValueError, match="no candidate passes"):
+        slt.llc_calibrate(problem, center, calibration_key, max_lengthenings=0, **short, **fixed)
+    calibration = slt.llc_calibrate(problem, center, calibration_key, **short, **fixed)
+    table = calibration.table
+    chosen = table[table["step_size"] == calibration.step_size].iloc[0]
+    assert chosen["passes"] and chosen["settled"]
+    assert calibration.num_warmup == chosen["num_warmup"] == 40
+    assert chosen["num_samples"] == 80
+    result = slt.llc(problem, center, key, num_warmup=10, num_samples=200, calibration=short,
+                     **fixed)
+    assert result.step_size == calibration.step_size
+    assert result.num_warmup >= 40
+    assert "num_warmup raised from 10 to 40" in result.warnings[0]
+
+
+def test_the_default_grid_ends_at_the_noise_limit_when_it_lies_above_it():
+    """The noise ratio r(eps) is linear in eps: the default grid moves down to end at
+    eps = max_noise_ratio / r(1) when fewer than 4 of its candidates lie below; otherwise it
+    stays as it is. On linear regression with inputs of scale 30 (per-example gradients 900
+    times larger than at scale 1) every default candidate would fail the noise criterion;
+    the moved grid keeps all of them within it, and one passes."""
+    from slt.estimators.llc_calibration import default_step_sizes
+
+    grid = default_step_sizes(100.0, None)
+    np.testing.assert_allclose(default_step_sizes(100.0, None, grid[3]), grid)
+    moved = default_step_sizes(100.0, None, grid[2])
+    np.testing.assert_allclose(moved, grid[2] * np.logspace(-4, 0, 13))
+    spec = models.linear_regression(3, input_scale=30.0)
+    values = {"w": jnp.array([1.0, -1.0, 0.5])}
+    problem = spec.problem(spec.simulate(jax.random.key(0), values, 5000))
+    nbeta = 5000 / np.log(5000)
+    ratio = slt.estimators.llc_calibration.gradient_noise_ratio(
+        problem, values, 1.0, nbeta=nbeta, batch_size=256)
+    assert np.sum(grid / 100.0 * nbeta <= 0.02 / ratio) < 4  # the plain grid: nearly all fail
+    calibration = slt.llc_calibrate(problem, values, jax.random.key(3), progress=False)
+    assert calibration.table["noise_ratio"].max() <= 0.02 * (1 + 1e-9)
+    assert calibration.table["passes"].any()
