@@ -24,6 +24,8 @@ CELL_TIMEOUT = 600
 # Sizes the test runs a notebook at, in place of those of its first code cell (its "Sizes"
 # cell, which names them for users to raise): every cell still runs, on fewer particles.
 # Notebook 01 at its own 300 particles per copy took 28.5 s on 2 idle cores, at 100 15.1 s.
+# Notebook 05 at its test sizes: 27 s on 2 heavily loaded cores, most of it compiling its two
+# sampler programs and two training loops (its full sizes: 100 s).
 TEST_SIZES = {
     "01_compare_model_classes.ipynb": {"NUM_PARTICLES": 100, "N": 200},
     "02_llc_of_a_trained_network.ipynb": {"N": 1000, "TRAIN_STEPS": 1000, "NUM_WARMUP": 200,
@@ -31,6 +33,10 @@ TEST_SIZES = {
     "04_your_own_model_landscape.ipynb": {"HIDDEN": 8, "TRAIN_STEPS": 200, "GRID": 3,
                                           "SEGMENT_POINTS": 5, "NUM_PROBES": 2,
                                           "LANCZOS_STEPS": 10},
+    "05_llc_along_training.ipynb": {"N": 1000, "TRAIN_STEPS": 3000, "NUM_CHECKPOINTS": 10,
+                                    "NUM_WARMUP": 50, "NUM_SAMPLES": 100, "HIDDEN": 8,
+                                    "MLP_TRAIN_STEPS": 200, "MLP_NUM_WARMUP": 50,
+                                    "MLP_NUM_SAMPLES": 100},
 }
 
 
@@ -67,12 +73,13 @@ def _with_sizes(notebook, sizes: dict):
     return notebook
 
 
-def test_the_four_notebooks_exist():
+def test_the_notebooks_exist():
     assert [path.name for path in NOTEBOOKS] == [
         "01_compare_model_classes.ipynb",
         "02_llc_of_a_trained_network.ipynb",
         "03_fisher_landscapes.ipynb",
         "04_your_own_model_landscape.ipynb",
+        "05_llc_along_training.ipynb",
     ]
 
 
