@@ -565,7 +565,7 @@ def _auto_run_problem(trace, num_warmup, nbeta) -> tuple[str | None, bool]:
         return (f"was hot (configurational temperature {temperature:.2f} ± "
                 f"{temperature_se:.2f})"), True
     values = nbeta * (trace.loss[:, num_warmup:] - trace.center_loss[:, num_warmup:])
-    if drifting(values):
+    if drifting(values, trace_drift(values)):
         return "had not settled (lambda_hat drifting between the halves of the draws)", False
     return None, False
 

@@ -227,8 +227,10 @@ def llc_calibrate(  # 17 user parameters (Args), flat for help(); 25/97 lines do
         step_sizes = default_step_sizes(nbeta, preconditioner, noise_limit)
     grid_steps, grid_gammas = _candidate_grid(step_sizes, gammas)
 
-    def sweep(sweep_key, steps, sweep_gammas, warmup, samples) -> pd.DataFrame:
-        """Every candidate (steps[i], sweep_gammas[i]) run and assessed, in one program."""
+    def sweep(sweep_key, steps, sweep_gammas, warmup, samples
+              ) -> tuple[pd.DataFrame, np.ndarray]:
+        """Every candidate (steps[i], sweep_gammas[i]) run and assessed, in one program: its
+        table rows, and whether each fails only by not having settled."""
         trace = run_chains(
             problem, params, sweep_key, num_chains=steps.size * chains_per_candidate,
             num_steps=warmup + samples, step_size=jnp.repeat(steps, chains_per_candidate),
@@ -242,22 +244,27 @@ def llc_calibrate(  # 17 user parameters (Args), flat for help(); 25/97 lines do
             chains = slice(index * chains_per_candidate, (index + 1) * chains_per_candidate)
             row = _assess(trace, chains, warmup, nbeta, min_acceptance, max_temperature_deviation)
             row["noise_ratio"] = noise_per_step * step_size
-            row["passes"] = row["passes"] and row["noise_ratio"] <= max_noise_ratio
+            quiet = row["noise_ratio"] <= max_noise_ratio
+            row["passes"] = row["passes"] and quiet
+            row["waiting"] = row["waiting"] and quiet
             rows.append(row | {"step_size": step_size, "gamma": gamma_value,
                                "num_warmup": warmup, "num_samples": samples})
-        return pd.DataFrame(rows)[_TABLE_COLUMNS]
+        table = pd.DataFrame(rows)
+        return table[_TABLE_COLUMNS], table["waiting"].to_numpy()
 
-    table = sweep(key, grid_steps, grid_gammas, num_warmup, num_samples)
+    table, waiting = sweep(key, grid_steps, grid_gammas, num_warmup, num_samples)
     for lengthening in range(1, max_lengthenings + 1):
-        unsettled = _settling(table, min_acceptance, max_noise_ratio, max_temperature_deviation)
+        unsettled = _largest_per_gamma(table, waiting)
         if table["passes"].any() or not unsettled.any():
             break
         num_warmup, num_samples = 2 * num_warmup, 2 * num_samples
-        again = sweep(jax.random.fold_in(key, lengthening),
-                      table["step_size"].to_numpy()[unsettled],
-                      table["gamma"].to_numpy()[unsettled], num_warmup, num_samples)
+        again, waiting_again = sweep(
+            jax.random.fold_in(key, lengthening), table["step_size"].to_numpy()[unsettled],
+            table["gamma"].to_numpy()[unsettled], num_warmup, num_samples)
         again.index = table.index[unsettled]
         table = pd.concat([table[~unsettled], again]).sort_index()
+        waiting = waiting.copy()
+        waiting[unsettled] = waiting_again
     passing = table[table["passes"]]
     if passing.empty:
         raise ValueError(
@@ -272,19 +279,14 @@ def llc_calibrate(  # 17 user parameters (Args), flat for help(); 25/97 lines do
                              table=table, num_warmup=int(chosen["num_warmup"]))
 
 
-def _settling(table: pd.DataFrame, min_acceptance, max_noise_ratio, max_temperature_deviation
-              ) -> np.ndarray:
-    """The candidates worth a longer sweep: those that fail only by not having settled
-    (drifting or cold; no divergence, enough acceptance, a small noise ratio, not hot), the
-    `SETTLING_CANDIDATES` largest step sizes of each gamma. A boolean per row."""
-    hot = table["temperature"] - 1 > max_temperature_deviation + 2 * table["temperature_se"]
-    only_unsettled = (
-        ~table["passes"] & ~table["settled"] & ~table["diverged"] & ~hot
-        & (table["mala_acceptance"] >= min_acceptance) & (table["noise_ratio"] <= max_noise_ratio)
-    )
-    largest = table[only_unsettled].groupby("gamma")["step_size"].nlargest(
+def _largest_per_gamma(table: pd.DataFrame, waiting: np.ndarray) -> np.ndarray:
+    """The candidates worth a longer sweep: of those `waiting` (failing only by not having
+    settled: drifting or cold, with no divergence, enough acceptance, a small noise ratio
+    and no heat), the `SETTLING_CANDIDATES` largest step sizes of each gamma. A boolean per
+    row."""
+    largest = table[waiting].groupby("gamma")["step_size"].nlargest(
         SETTLING_CANDIDATES).index.get_level_values(-1)
-    return np.asarray(table.index.isin(largest) & only_unsettled)
+    return np.asarray(table.index.isin(largest) & waiting)
 
 
 def _checked_steps(step_sizes) -> np.ndarray:
@@ -361,7 +363,8 @@ def gradient_noise_ratio(
 
 
 def _assess(trace, chains, num_warmup, nbeta, min_acceptance, max_temperature_deviation) -> dict:
-    """The criterion's checks 1, 2, 3 and 5 for one candidate's chains."""
+    """The criterion's checks 1, 2, 3 and 5 for one candidate's chains, whether they settled,
+    and whether only settling keeps them from passing ("waiting")."""
     diverged = bool(np.any(trace.diverged_at[chains] >= 0))
     values = nbeta * (trace.loss[chains, num_warmup:] - trace.center_loss[chains, num_warmup:])
     acceptance = np.exp(trace.log_acceptance[chains, num_warmup:])
@@ -380,14 +383,16 @@ def _assess(trace, chains, num_warmup, nbeta, min_acceptance, max_temperature_de
             "diverged": True,
             "settled": False,
             "passes": False,
+            "waiting": False,
         }
     drift_z = trace_drift(values)
     allowance = max_temperature_deviation + 2 * temperature_se
     temperate = abs(temperature - 1) <= allowance
     # a temperature that cannot be measured (mean Laplacian not positive) is a chain not
     # yet at equilibrium, as is a cold one
-    settled = bool(not drifting(values) and np.isfinite(temperature)
+    settled = bool(not drifting(values, drift_z) and np.isfinite(temperature)
                    and not 1 - temperature > allowance)
+    hot = temperature - 1 > allowance
     return {
         "llc": float(values.mean()),
         "se": trace_statistics(values)[1],
@@ -398,4 +403,6 @@ def _assess(trace, chains, num_warmup, nbeta, min_acceptance, max_temperature_de
         "diverged": False,
         "settled": settled,
         "passes": bool(mala >= min_acceptance and settled and temperate),
+        # what only settling keeps from passing (the noise criterion is checked by the caller)
+        "waiting": bool(mala >= min_acceptance and not settled and not hot),
     }

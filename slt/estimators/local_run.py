@@ -66,22 +66,26 @@ def trace_drift(values: np.ndarray) -> float:
     about |N(0, 1)|; chains that are still spreading out from w* (too short a warmup for the
     step size) give a rising lambda_hat and a large value. NaN with fewer than 8 draws.
     """
-    half = values.shape[1] // 2
-    if half < 4:
+    first, second = _halves(values)
+    if first.shape[1] < 4:
         return float("nan")
-    first, second = values[:, :half], values[:, half : 2 * half]
     se_first, se_second = (trace_statistics(part)[1] for part in (first, second))
     return float(abs(second.mean() - first.mean()) / np.hypot(se_first, se_second))
 
 
-def drifting(values: np.ndarray) -> bool:
+def drifting(values: np.ndarray, drift_z: float) -> bool:
     """Whether a (chain, draw) trace has not settled: its mean moves between the halves of
-    the run by more than MAX_DRIFT standard errors (`trace_drift`) *and* by more than
-    MIN_RELATIVE_DRIFT of its mean."""
+    the run by more than MAX_DRIFT standard errors (`drift_z`, its `trace_drift`) *and* by
+    more than MIN_RELATIVE_DRIFT of its mean."""
+    first, second = _halves(values)
+    change = abs(second.mean() - first.mean())
+    return bool(drift_z > MAX_DRIFT and change > MIN_RELATIVE_DRIFT * abs(values.mean()))
+
+
+def _halves(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first and the second half of a (chain, draw) trace's draws (equal lengths)."""
     half = values.shape[1] // 2
-    change = abs(values[:, half : 2 * half].mean() - values[:, :half].mean())
-    return bool(trace_drift(values) > MAX_DRIFT
-                and change > MIN_RELATIVE_DRIFT * abs(values.mean()))
+    return values[:, :half], values[:, half : 2 * half]
 
 
 def validate_local_run(problem, params, key, *, gamma, nbeta, batch_size, preconditioner, counts):
