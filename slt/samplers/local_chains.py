@@ -490,10 +490,10 @@ def _run_chunk(
     log_target = _local_log_target(problem, config.include_prior)
     measurements = _measurements(log_target, problem, data, config.batch_size)
 
-    def chain_step(state: SGLDState, diverged_at, chain_key, per_chain_values, step):
+    def chain_step(state: SGLDState, diverged_at, chain_key, per_chain_values, center,
+                   reference_loss, step):
         hyper, (center_index, mask) = per_chain_values[:3], per_chain_values[3:]
         step_size, gamma, nbeta = hyper
-        center, reference_loss = centers[center_index], reference_losses[center_index]
         first = (step % steps_per_epoch) * config.batch_size
         indices = epoch_indices(jax.random.fold_in(chain_key, 1), step // steps_per_epoch,
                                 first + jnp.arange(config.batch_size), problem.n)
@@ -533,9 +533,13 @@ def _run_chunk(
         )
         return new_state, diverged_at, record
 
+    # each chain's centre and reference loss, gathered once a chunk rather than every step
+    chain_centers, chain_references = centers[per_chain[3]], reference_losses[per_chain[3]]
+
     def scan_step(carry: _Carry, step):
-        state, diverged_at, record = jax.vmap(chain_step, in_axes=(0, 0, 0, 0, None))(
-            carry.sgld, carry.diverged_at, chain_keys, per_chain, step
+        state, diverged_at, record = jax.vmap(chain_step, in_axes=(0, 0, 0, 0, 0, 0, None))(
+            carry.sgld, carry.diverged_at, chain_keys, per_chain, chain_centers,
+            chain_references, step
         )
         return _Carry(state, diverged_at), record
 
