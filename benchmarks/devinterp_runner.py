@@ -1,22 +1,43 @@
-"""devinterp's side of the LLC speed benchmark, run in its own venv (torch + devinterp only).
+"""devinterp's side of the LLC speed benchmark, run in a devinterp venv (torch + devinterp only).
 
-Started by `benchmarks/llc_speed.py` as a subprocess:
+Started by `benchmarks/llc_speed.py` as a subprocess, in the venv of either devinterp version:
 
-    benchmarks/.venv-devinterp/bin/python benchmarks/devinterp_runner.py DATA.npz [THREADS]
+    benchmarks/.venv-devinterp/bin/python  benchmarks/devinterp_runner.py DATA.npz [THREADS]
+    benchmarks/.venv-devinterp2/bin/python benchmarks/devinterp_runner.py DATA.npz [THREADS]
 
 THREADS, if given, is passed to torch.set_num_threads (torch's intra-op threads).
 
 DATA.npz (written by llc_speed.py, the same arrays slt sees) holds `x`, `y`, the problem kind
-`kind` ("rrr": y = B A x, no biases; "mlp": y = U tanh(V x + b) + c), the Gaussian noise scale
-`noise` and w* (`W1`, `W2` or `V`, `b`, `U`, `c`, PyTorch's (out, in) weight layout).
+`kind` ("rrr" or "dln": y = W_L ... W_1 x, no biases; "mlp": y = U tanh(V x + b) + c), the
+Gaussian noise scale `noise` and w* (`W1`, `W2`, ... or `V`, `b`, `U`, `c`, PyTorch's (out, in)
+weight layout). A file with `checkpoints` = T holds T parameter sets instead, each array with a
+leading axis of length T (a training run's checkpoints).
+
+The runner serves the installed devinterp version through its own public API:
+  * 1.3.2: `devinterp.slt.sampler.estimate_learning_coeff_with_summary(model, loader,
+    evaluate=...)` with a `DataLoader(TensorDataset(x, y), shuffle=True)`, given init_loss;
+  * 2.0.1: `devinterp.slt.llc.llc(model, dataset, observables={}, lr=, n_beta=,
+    localization=, loss_fn=, param_masks=, ...)`. 2.0.1 takes a HuggingFace `Dataset` with an
+    "input_ids" column of integer sequences of one length >= 2 and a
+    `loss_fn(model, input_ids) -> (batch, seq - 1)` per-token loss; a regression model uses it
+    with each example's row index as its sequence [i, i] and a loss_fn that gathers x[i], y[i]
+    and returns the per-example loss as one "token". It computes L_n(w*) itself (no init_loss
+    argument) from `num_init_loss_batches` minibatches; its λ̂ (`compute_llc`) averages every
+    step, burn-in included, so the runner also reports λ̂ over the draws alone, from the
+    `loss_trace` it returns. Each call writes its per-step losses to a Zarr store, here a
+    temporary folder deleted after the call (outside the timing).
 
 Protocol: after loading torch, devinterp and the data it prints one JSON line (versions,
 threads, RSS); then it reads one JSON job per line on stdin and answers each with one JSON
-line: the wall and CPU time of one `estimate_learning_coeff_with_summary` call, lambda_hat, the
-RSS before it and the peak RSS during it. A job with "loader_batches" times the DataLoader
-alone instead, one with "torch_steps" SGLD hand-written in plain torch (no devinterp, no
-DataLoader). It exits at end of input. Keeping the process alive lets the parent interleave
-devinterp runs with slt runs without paying torch's import time each round.
+line: the wall and CPU time of one LLC estimate, lambda_hat, the RSS before it and the peak RSS
+during it. A job with "restrict_to" (2.0.1) names the parameters to sample (devinterp's
+`param_masks`, the others frozen); one with "trajectory" (2.0.1) loops over the file's
+checkpoints (the first "checkpoints" of them, if given), one `llc` call each, as a user would,
+and answers with lists, one entry per call. A job with
+"loader_batches" times the DataLoader alone instead, one with "torch_steps" SGLD hand-written
+in plain torch (no devinterp, no DataLoader). It exits at end of input. Keeping the process
+alive lets the parent interleave devinterp runs with slt runs without paying torch's import
+time each round.
 
 This file only calls devinterp's public API; nothing of devinterp is copied into slt.
 """
@@ -28,8 +49,10 @@ import json
 import math
 import resource
 import sys
+import tempfile
 import time
 import warnings
+from pathlib import Path
 
 
 def _rss_mb() -> tuple[float, float]:
@@ -95,32 +118,113 @@ def _time_torch_sgld(model, evaluate, x, y, job) -> dict:
     return {"torch_seconds_per_step": (time.perf_counter() - start) / job["torch_steps"]}
 
 
+def _timed(estimate):
+    """(estimate(), {"wall", "cpu", "rss_before_mb", "peak_rss_mb", "peak_is_run_only"})."""
+    before, _ = _rss_mb()
+    reset = _reset_peak_rss()
+    cpu, start = _cpu_seconds(), time.perf_counter()
+    result = estimate()
+    wall = time.perf_counter() - start
+    return result, {"wall": wall, "cpu": _cpu_seconds() - cpu, "rss_before_mb": before,
+                    "peak_rss_mb": _rss_mb()[1], "peak_is_run_only": reset}
+
+
+def _llc_v1(model, x, y, evaluate, job) -> dict:
+    """devinterp 1.3.2: `estimate_learning_coeff_with_summary`, its default SGLD, over a
+    shuffled DataLoader, given L_n(w*) as init_loss."""
+    from devinterp.slt.sampler import estimate_learning_coeff_with_summary
+    from torch.utils.data import DataLoader, TensorDataset
+
+    loader = DataLoader(TensorDataset(x, y), batch_size=job["batch_size"], shuffle=True)
+    results, timing = _timed(lambda: estimate_learning_coeff_with_summary(
+        model,
+        loader,
+        evaluate=evaluate,
+        optimizer_kwargs={"lr": job["step_size"], "localization": job["gamma"],
+                          "nbeta": job["nbeta"]},
+        num_chains=job["num_chains"],
+        num_draws=job["num_samples"],  # devinterp's own keyword
+        num_burnin_steps=job["num_warmup"],
+        init_loss=job["init_loss"],
+        cores=job["cores"],
+        seed=job["seed"],
+        device="cpu",
+        verbose=False,
+    ))
+    return {**timing, "llc_mean": results["llc/mean"],
+            "llc_per_chain": [results[f"llc-chain/{i}"] for i in range(job["num_chains"])]}
+
+
+def _llc_v2(model, dataset, loss_fn, job, param_masks=None) -> dict:
+    """devinterp 2.0.1: `llc()` with a loss_fn, its default SGLD, chains one after another.
+
+    L_n(w*) is devinterp's own, from len(dataset) // batch_size minibatches: one pass over the
+    data in the order its chains see (it cycles over one shuffle of the data, dropping the
+    last incomplete batch); its default of 32 minibatches would see part of the data only.
+    "llc_mean" is devinterp's (every step averaged, burn-in included); "llc_mean_draws" the
+    same from its loss trace without the burn-in steps.
+    """
+    import numpy as np
+    from devinterp.slt.llc import llc
+
+    with tempfile.TemporaryDirectory() as folder:
+        result, timing = _timed(lambda: llc(
+            model=model,
+            dataset=dataset,
+            observables={},
+            lr=job["step_size"],
+            n_beta=job["nbeta"],
+            localization=job["gamma"],
+            param_masks=param_masks,
+            loss_fn=loss_fn,
+            num_chains=job["num_chains"],
+            num_draws=job["num_samples"],
+            num_burnin_steps=job["num_warmup"],
+            batch_size=job["batch_size"],
+            num_init_loss_batches=len(dataset) // job["batch_size"],
+            init_seed=job["seed"],
+            device="cpu",
+            output_path=Path(folder) / "samples.zarr",
+        ))
+        trace = np.asarray(result["loss_trace"].values, dtype=np.float64)  # (chain, step)
+        init_loss = float(result["init_loss"])
+        per_chain = np.asarray(result["llc_per_chain"].values, dtype=np.float64)
+        llc_mean = float(result["llc_mean"])
+    draws = job["nbeta"] * (trace[:, job["num_warmup"]:].mean(axis=1) - init_loss)
+    return {**timing, "llc_mean": llc_mean, "llc_per_chain": per_chain.tolist(),
+            "llc_mean_draws": float(draws.mean()), "init_loss": init_loss}
+
+
 def main() -> None:
     warnings.simplefilter("ignore")  # devinterp warns on every call (deprecated SGLD, seeds...)
     import numpy as np
     import torch
-    from devinterp.slt.sampler import estimate_learning_coeff_with_summary
     from torch import nn
-    from torch.utils.data import DataLoader, TensorDataset
 
+    version = importlib.metadata.version("devinterp")
     torch.set_num_threads(int(sys.argv[2]) if len(sys.argv) > 2 else torch.get_num_threads())
     arrays = np.load(sys.argv[1])
     kind = str(arrays["kind"])
     noise = float(arrays["noise"])
+    checkpoints = int(arrays["checkpoints"]) if "checkpoints" in arrays else None
     x = torch.from_numpy(np.ascontiguousarray(arrays["x"], np.float32))
     y = torch.from_numpy(np.ascontiguousarray(arrays["y"], np.float32))
     num_outputs = y.shape[1]
     constant = num_outputs * (math.log(noise) + 0.5 * math.log(2 * math.pi))
 
-    def build_model() -> nn.Module:
+    def build_model(checkpoint: int | None = None) -> nn.Module:
+        """The network at w* (or at checkpoint `checkpoint` of a training run)."""
         def weight(name):
-            return nn.Parameter(torch.from_numpy(np.asarray(arrays[name], np.float32)))
+            value = arrays[name] if checkpoint is None else arrays[name][checkpoint]
+            return nn.Parameter(torch.from_numpy(np.asarray(value, np.float32)))
 
-        if kind == "rrr":
-            hidden, inputs = arrays["W1"].shape
-            model = nn.Sequential(nn.Linear(inputs, hidden, bias=False),
-                                  nn.Linear(hidden, num_outputs, bias=False))
-            model[0].weight, model[1].weight = weight("W1"), weight("W2")
+        if kind in ("rrr", "dln"):  # a linear chain W_L ... W_1, no biases
+            layers = []
+            while f"W{len(layers) + 1}" in arrays:
+                matrix = weight(f"W{len(layers) + 1}")
+                layers.append(nn.Linear(matrix.shape[1], matrix.shape[0], bias=False))
+                layers[-1].weight = matrix
+            model = nn.Sequential(*layers)
         elif kind == "mlp":
             hidden, inputs = arrays["V"].shape
             model = nn.Sequential(nn.Linear(inputs, hidden), nn.Tanh(),
@@ -131,18 +235,36 @@ def main() -> None:
             raise ValueError(f"unknown problem kind {kind!r}")
         return model
 
-    def evaluate(model, batch):
-        # Per-example Gaussian negative log-likelihood with its constants, mean over the batch:
-        # the same L_b(w) as slt's, so n beta means the same on both sides.
-        inputs, targets = batch
+    def per_example_loss(model, inputs, targets):
+        # Per-example Gaussian negative log-likelihood with its constants: the same L_b(w) as
+        # slt's (mean over the batch), so n beta means the same on both sides.
         residual = (targets - model(inputs)) / noise
-        return 0.5 * residual.pow(2).sum(dim=1).mean() + constant
+        return 0.5 * residual.pow(2).sum(dim=1) + constant
+
+    def evaluate(model, batch):  # 1.3.2's evaluate and the plain torch loop: the batch mean
+        return per_example_loss(model, *batch).mean()
+
+    def loss_fn(model, input_ids):
+        # 2.0.1's per-token loss: each example is the sequence [i, i] of its row index, its
+        # one "token" loss the example's loss, shape (batch, 1).
+        rows = input_ids[:, 0]
+        return per_example_loss(model, x[rows], y[rows])[:, None]
+
+    dataset = None
+    if version == "1.3.2":
+        import devinterp.slt.sampler  # noqa: F401  (imported here, not inside a timed call)
+    else:
+        import devinterp.slt.llc  # noqa: F401
+        from datasets import Dataset
+
+        rows = np.arange(x.shape[0])
+        dataset = Dataset.from_dict({"input_ids": np.stack([rows, rows], axis=1)})
+        dataset = dataset.with_format("torch")
 
     print(json.dumps({
-        "ready": True, "torch": torch.__version__,
-        "devinterp": importlib.metadata.version("devinterp"),
+        "ready": True, "torch": torch.__version__, "devinterp": version,
         "threads": torch.get_num_threads(), "dtype": str(x.dtype),
-        "dim": sum(p.numel() for p in build_model().parameters()),
+        "dim": sum(p.numel() for p in build_model(0 if checkpoints else None).parameters()),
         "baseline_rss_mb": _rss_mb()[0],
     }), flush=True)
 
@@ -152,42 +274,22 @@ def main() -> None:
         job = json.loads(line)
         torch.manual_seed(job["seed"])
         if "loader_batches" in job:
-            print(json.dumps(_time_loader(x, y, job)), flush=True)
-            continue
-        if "torch_steps" in job:
-            print(json.dumps(_time_torch_sgld(build_model(), evaluate, x, y, job)), flush=True)
-            continue
-        model = build_model()
-        loader = DataLoader(TensorDataset(x, y), batch_size=job["batch_size"], shuffle=True)
-        before, _ = _rss_mb()
-        reset = _reset_peak_rss()
-        cpu = _cpu_seconds()
-        start = time.perf_counter()
-        results = estimate_learning_coeff_with_summary(
-            model,
-            loader,
-            evaluate=evaluate,
-            optimizer_kwargs={"lr": job["step_size"], "localization": job["gamma"],
-                              "nbeta": job["nbeta"]},
-            num_chains=job["num_chains"],
-            num_draws=job["num_samples"],  # devinterp's own keyword
-            num_burnin_steps=job["num_warmup"],
-            init_loss=job["init_loss"],
-            cores=job["cores"],
-            seed=job["seed"],
-            device="cpu",
-            verbose=False,
-        )
-        wall = time.perf_counter() - start
-        print(json.dumps({
-            "wall": wall,
-            "cpu": _cpu_seconds() - cpu,
-            "llc_mean": results["llc/mean"],
-            "llc_per_chain": [results[f"llc-chain/{i}"] for i in range(job["num_chains"])],
-            "rss_before_mb": before,
-            "peak_rss_mb": _rss_mb()[1],
-            "peak_is_run_only": reset,
-        }), flush=True)
+            reply = _time_loader(x, y, job)
+        elif "torch_steps" in job:
+            reply = _time_torch_sgld(build_model(), evaluate, x, y, job)
+        elif version == "1.3.2":
+            reply = _llc_v1(build_model(), x, y, evaluate, job)
+        elif job.get("trajectory"):  # the user loop: one llc() call per checkpoint
+            count = job.get("checkpoints", checkpoints)  # the first `count` checkpoints
+            calls = [_llc_v2(build_model(t), dataset, loss_fn, job) for t in range(count)]
+            reply = {name: [call[name] for call in calls]
+                     for name in ("wall", "cpu", "llc_mean", "llc_mean_draws", "peak_rss_mb")}
+        else:
+            masks = None
+            if job.get("restrict_to"):  # sample these parameters, the others frozen
+                masks = {name: None for name in job["restrict_to"]}
+            reply = _llc_v2(build_model(), dataset, loss_fn, job, masks)
+        print(json.dumps(reply), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
-"""LLC speed: slt's `llc` against devinterp (PyTorch) and against a hand-written `lax.scan` floor.
+"""LLC speed: slt's `llc` against devinterp (PyTorch), 1.3.2 and 2.0.1, and a bare `lax.scan` floor.
 
-Issue 3, "Speed". Everything is measured side by side in one run, on the same data (generated in
-NumPy from one seed and handed to devinterp as an .npz), at the same SGLD configuration:
+Issues 3 and 19. Everything is measured side by side in one run, on the same data (generated
+in NumPy from one seed and handed to devinterp as an .npz), at the same SGLD configuration:
 step size eps, localization gamma, n beta, batch size, chains and draws; float32 on both sides.
 
 Contenders
@@ -13,11 +13,28 @@ Contenders
     per-example losses at w* computed once before sampling (a gather, no forward pass).
   * devinterp 1.3.2 (`estimate_learning_coeff_with_summary`, its default SGLD, `cores=1`: chains
     one after another in one process, its default; a `torch.utils.data.DataLoader` with
-    `shuffle=True` over a `TensorDataset`, the usage of its examples), in its own venv
-    `benchmarks/.venv-devinterp`, created on first use (`ensure_devinterp_venv`) and driven as a
-    subprocess (`benchmarks/devinterp_runner.py`). Version 1.3.2 is the last release with the
-    general model + DataLoader API; devinterp 2.x only takes HuggingFace datasets of token ids.
-    init_loss is given (L_n(w*) on the full data, as slt uses), so neither side spends time on it.
+    `shuffle=True` over a `TensorDataset`, the usage of its examples), the last release with
+    the v1 API (a model, a DataLoader and an `evaluate` function). init_loss is given (L_n(w*)
+    on the full data, as slt uses), so it spends no time on it.
+  * devinterp 2.0.1, the current release: `devinterp.slt.llc.llc(model, dataset, observables,
+    lr=, n_beta=, localization=, loss_fn=, param_masks=, ...)` (devinterp/slt/llc.py, which
+    calls `sample` in devinterp/slt/sampling.py). It takes a HuggingFace `Dataset` with an
+    "input_ids" column of integer sequences of one length >= 2 and, for anything but a
+    next-token cross-entropy, a `loss_fn(model, input_ids)` returning per-token losses of
+    shape (batch, length - 1). A non-language model uses it with each example's row index as
+    its "sequence" ([i, i]) and a loss_fn that gathers the example's inputs and targets and
+    returns its loss as one token; that is what runs here. Its SGLD (`sgmcmc_sgld`) is the
+    same update as 1.3.2's; its chains run one after another on the same minibatches, cycling
+    over one shuffle of the data; it computes L_n(w*) itself from `num_init_loss_batches`
+    minibatches (set to one pass over the data; see the report) and writes every step's
+    per-example losses to a Zarr store; its λ̂ averages every step, burn-in included.
+    `param_masks` ({parameter name: boolean mask or None}) restricts the sampled weights.
+    Also compared: one layer's λ̂ (slt `llc(restrict_to=...)` against `param_masks`) on the
+    RRR network, and a 20-checkpoint trajectory of benchmarks/llc_trajectory.py's deep linear
+    network (slt `llc_trajectory` against 20 `llc()` calls in a user loop).
+  Each devinterp version lives in its own venv (`benchmarks/.venv-devinterp`,
+  `benchmarks/.venv-devinterp2`), created on first use (`ensure_devinterp_venv`), and is
+  driven as a long-lived subprocess (`benchmarks/devinterp_runner.py`, which serves both).
   * the floor: SGLD hand-written in bare JAX on the same RRR problem, one jitted `lax.scan` over
     steps of `vmap`ped chains, doing what slt's step does (the step's minibatch indices from
     `slt.samplers.shuffle.epoch_indices`, the keyed permutation slt uses, with the same key,
@@ -35,9 +52,9 @@ slower (16 ms against 0.29 ms) whenever another process held a core, which would
 ratio. JAX runs at its defaults; the CPU time / wall time of each contender is reported.
 
 Timing: devinterp and slt alternate for `ROUNDS` rounds (medians; slt runs 3 times a round on
-RRR); each round also times devinterp's DataLoader alone and SGLD hand-written in plain torch,
-to tell where devinterp's time goes. slt and the floors take turns `FLOOR_REPEATS` times.
-draws/s = chains x draws / wall seconds.
+RRR; the trajectory `TRAJECTORY_ROUNDS` rounds); each round also times devinterp 1.3.2's
+DataLoader alone and SGLD hand-written in plain torch, to tell where devinterp's time goes.
+slt and the floors take turns `FLOOR_REPEATS` times. draws/s = chains x draws / wall seconds.
 
 Memory: host resident set size from /proc/self/status (not tracemalloc, which cannot see XLA's
 or torch's native allocations): VmRSS after imports, data and model (baseline), and VmHWM, the
@@ -64,10 +81,11 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-VENV = HERE / ".venv-devinterp"
 RUNNER = HERE / "devinterp_runner.py"
 TORCH_VERSION = "2.13.0"  # the CPU wheel on this machine's disk; a plain `torch` pulls CUDA
-DEVINTERP_VERSION = "1.3.2"
+# The last release with the v1 API (model + DataLoader + evaluate) and the current release.
+DEVINTERP_VERSIONS = ("1.3.2", "2.0.1")
+DEVINTERP_VENVS = {"1.3.2": HERE / ".venv-devinterp", "2.0.1": HERE / ".venv-devinterp2"}
 TORCH_THREADS = int(os.environ.get("SLT_BENCH_TORCH_THREADS", "1"))
 
 CHAINS = 4
@@ -80,6 +98,12 @@ TORCH_STEPS = 300  # SGLD steps of a hand-written torch loop, timed alone, once 
 RRR = {"M": 5, "N": 5, "H": 3, "r": 1, "n": 20_000, "draws": 2000, "step_size": 1e-5}
 MLP = {"inputs": 100, "hidden": 500, "outputs": 100, "n": 20_000, "draws": 400,
        "step_size": 1e-6}
+# The trajectory: benchmarks/llc_trajectory.py's network, step size and gamma (llc's default),
+# with fewer steps than there (500 + 1000) to keep devinterp's loop near a minute a round.
+TRAJECTORY = {"num_chains": CHAINS, "num_warmup": 100, "num_samples": 400, "step_size": 2e-5,
+              "gamma": 1.0}
+TRAJECTORY_ROUNDS = 2
+DEVINTERP_ROWS = {"1.3.2": "devinterp", "2.0.1": "devinterp2"}  # their keys in the medians
 
 
 def log(message: str) -> None:
@@ -89,37 +113,39 @@ def log(message: str) -> None:
 # ----------------------------------------------------------------------------- devinterp venv
 
 
-def _venv_python() -> Path:
-    return VENV / "bin" / "python"
+def ensure_devinterp_venv(version: str = DEVINTERP_VERSIONS[0]) -> Path:
+    """The python of the venv for devinterp `version`, creating the venv first if needed.
 
-
-def ensure_devinterp_venv() -> Path:
-    """The devinterp venv's python, creating `benchmarks/.venv-devinterp` first if needed.
-
-    It holds torch==2.13.0 (the CPU wheel on this machine's disk) and devinterp==1.3.2 with its
-    dependencies, installed with a constraint that keeps that torch. About a minute and 1.2 GB
-    the first time; a stamp file marks a finished install, so a broken one is rebuilt.
+    `DEVINTERP_VENVS[version]` (benchmarks/.venv-devinterp for 1.3.2, .venv-devinterp2 for
+    2.0.1) holds torch==2.13.0 (the CPU wheel on this machine's disk) and devinterp==version
+    with its dependencies, installed with a constraint that keeps that torch (2.0.1 also pulls
+    HuggingFace `datasets` and `transformers`, xarray and zarr). One to two minutes and 1.2-1.6
+    GB the first time; a stamp file marks a finished install, so a broken one is rebuilt.
     """
-    stamp = VENV / f".installed-torch{TORCH_VERSION}-devinterp{DEVINTERP_VERSION}"
-    if stamp.exists() and _venv_python().exists():
-        return _venv_python()
-    log(f"creating {VENV.relative_to(ROOT)} with torch=={TORCH_VERSION} (CPU) and "
-        f"devinterp=={DEVINTERP_VERSION}: about a minute and 1.2 GB, once")
-    _quiet([sys.executable, "-m", "venv", "--clear", str(VENV)])
-    pip = [str(_venv_python()), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    venv = DEVINTERP_VENVS[version]
+    python = venv / "bin" / "python"
+    stamp = venv / f".installed-torch{TORCH_VERSION}-devinterp{version}"
+    if stamp.exists() and python.exists():
+        return python
+    log(f"creating {venv.relative_to(ROOT)} with torch=={TORCH_VERSION} (CPU) and "
+        f"devinterp=={version}: one to two minutes and 1.2-1.6 GB, once")
+    _quiet([sys.executable, "-m", "venv", "--clear", str(venv)])
+    pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     _quiet([*pip, f"torch=={TORCH_VERSION}"])
     with tempfile.TemporaryDirectory() as folder:
         constraints = Path(folder) / "constraints.txt"
         constraints.write_text(f"torch=={TORCH_VERSION}\n")
-        _quiet([*pip, "-c", str(constraints), f"devinterp=={DEVINTERP_VERSION}"])
-    check = "import torch, devinterp.slt.sampler; print(torch.__version__)"
-    version = subprocess.run([str(_venv_python()), "-c", check], check=True,
-                             capture_output=True, text=True).stdout.strip()
-    if not version.startswith(TORCH_VERSION):
-        raise RuntimeError(f"the devinterp venv got torch {version}, not {TORCH_VERSION}")
+        _quiet([*pip, "-c", str(constraints), f"devinterp=={version}"])
+    check = ("import importlib.metadata, torch, devinterp.slt.sampler; "
+             "print(torch.__version__, importlib.metadata.version('devinterp'))")
+    installed = subprocess.run([str(python), "-c", check], check=True, capture_output=True,
+                               text=True).stdout.split()
+    if not installed[0].startswith(TORCH_VERSION) or installed[1] != version:
+        raise RuntimeError(f"the devinterp {version} venv got torch {installed[0]} and "
+                           f"devinterp {installed[1]}")
     stamp.touch()
-    log("devinterp venv ready")
-    return _venv_python()
+    log(f"devinterp {version} venv ready")
+    return python
 
 
 def _quiet(command: list[str]) -> None:
@@ -134,7 +160,8 @@ class DevinterpWorker:
     """devinterp_runner.py in the devinterp venv, kept alive to take one job per line."""
 
     def __init__(self, python: Path, npz: Path, folder: Path):
-        self._stderr = open(folder / f"devinterp-{npz.stem}.log", "w+")
+        venv = python.parents[1].name.lstrip(".")  # venv-devinterp, venv-devinterp2
+        self._stderr = open(folder / f"{venv}-{npz.stem}.log", "w+")
         env = dict(os.environ, OMP_NUM_THREADS=str(TORCH_THREADS),
                    MKL_NUM_THREADS=str(TORCH_THREADS))
         self._process = subprocess.Popen(
@@ -255,14 +282,15 @@ def _reset_peak_rss() -> bool:
         return False
 
 
-def _slt_call(problem, params, key, config, mala_every=0):
+def _slt_call(problem, params, key, config, mala_every=0, restrict_to=None):
     """One `llc` call: (wall seconds, CPU seconds, LLCResult)."""
     from slt.estimators.llc import llc
 
     cpu, start = _cpu_seconds(), time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = llc(problem, params, key, **config, mala_every=mala_every, progress=False)
+        result = llc(problem, params, key, **config, mala_every=mala_every, progress=False,
+                     restrict_to=restrict_to)
     return time.perf_counter() - start, _cpu_seconds() - cpu, result
 
 
@@ -369,11 +397,13 @@ def _slt_memory(npz: Path, seed: int) -> dict:
     return json.loads(output.strip().splitlines()[-1])
 
 
-def _side_by_side(arrays, worker, seed, *, slt_repeats=1, with_default_mala=False) -> dict:
+def _side_by_side(arrays, workers, seed, *, slt_repeats=1, with_default_mala=False) -> dict:
     """devinterp and slt in alternation, ROUNDS rounds: medians of (wall, CPU, lambda_hat, ...).
 
-    A round is one devinterp run, devinterp's DataLoader and a plain-torch SGLD loop timed
-    alone, then `slt_repeats` slt runs (and as many with the default MALA measurement).
+    `workers`: {devinterp version: DevinterpWorker} (empty if devinterp is not available). A
+    round is one run of each devinterp version, devinterp 1.3.2's DataLoader and a plain-torch
+    SGLD loop timed alone, then `slt_repeats` slt runs (and as many with the default MALA
+    measurement).
     """
     import jax
 
@@ -383,23 +413,29 @@ def _side_by_side(arrays, worker, seed, *, slt_repeats=1, with_default_mala=Fals
     init_loss = float(problem.loss(params))
     _, _, first = _slt_call(problem, params, key, config)  # compiles
     out = {"dim": problem.dim, "init_loss": init_loss, "config": config,
-           "slt_compile": first.compile_time}
+           "slt_compile": first.compile_time,
+           # sd of the per-example loss at w*: what devinterp 2.0.1's L_n(w*) from a subset
+           # of the data would be off by (the report's note on its num_init_loss_batches)
+           "loss_sd": float(np.std(-np.asarray(problem.loglik(params, problem.data))))}
     if with_default_mala:
         _slt_call(problem, params, key, config, mala_every=10)  # compiles that variant
-    rounds = {name: [] for name in ("devinterp", "loader", "torch", "slt", "slt_mala")}
-    peak, baseline, added = 0.0, None, 0.0
+    rounds = {name: [] for name in ("devinterp", "devinterp2", "loader", "torch", "slt",
+                                    "slt_mala")}
+    memory = {}  # version: (baseline, peak, added)
     for index in range(ROUNDS):
-        if worker is not None:
-            job = {**config, "seed": seed + index, "init_loss": init_loss, "cores": 1}
+        job = {**config, "seed": seed + index, "init_loss": init_loss, "cores": 1}
+        for version, worker in workers.items():
             reply = worker.run(job)
-            rounds["devinterp"].append((reply["wall"], reply["cpu"], reply["llc_mean"]))
-            peak = max(peak, reply["peak_rss_mb"])
-            added = max(added, reply["peak_rss_mb"] - reply["rss_before_mb"])
-            baseline = reply["rss_before_mb"] if index == 0 else baseline
-            reply = worker.run({"loader_batches": LOADER_BATCHES, "batch_size": BATCH,
-                                "seed": seed})
+            name = DEVINTERP_ROWS[version]
+            rounds[name].append((reply["wall"], reply["cpu"], reply["llc_mean"]))
+            baseline, peak, added = memory.get(version, (reply["rss_before_mb"], 0.0, 0.0))
+            memory[version] = (baseline, max(peak, reply["peak_rss_mb"]),
+                               max(added, reply["peak_rss_mb"] - reply["rss_before_mb"]))
+        if "1.3.2" in workers:
+            reply = workers["1.3.2"].run({"loader_batches": LOADER_BATCHES, "batch_size": BATCH,
+                                          "seed": seed})
             rounds["loader"].append(reply["loader_seconds_per_batch"])
-            reply = worker.run({**config, "torch_steps": TORCH_STEPS, "seed": seed})
+            reply = workers["1.3.2"].run({**config, "torch_steps": TORCH_STEPS, "seed": seed})
             rounds["torch"].append(reply["torch_seconds_per_step"])
         for _ in range(slt_repeats):
             wall, cpu, result = _slt_call(problem, params, key, config)
@@ -407,14 +443,117 @@ def _side_by_side(arrays, worker, seed, *, slt_repeats=1, with_default_mala=Fals
             if with_default_mala:
                 wall, cpu, result = _slt_call(problem, params, key, config, mala_every=10)
                 rounds["slt_mala"].append((wall, cpu, result.llc_mean, result.mala_acceptance))
-        devinterp = f"devinterp {rounds['devinterp'][-1][0]:.2f} s, " if worker else ""
+        devinterp = "".join(f"devinterp {version} {rounds[DEVINTERP_ROWS[version]][-1][0]:.2f} s, "
+                            for version in workers)
         log(f"  round {index + 1}/{ROUNDS}: {devinterp}slt {rounds['slt'][-1][0]:.3f} s")
     out["median"] = {name: np.median(np.array(values), axis=0).tolist()
                      for name, values in rounds.items() if values}
-    if worker is not None:
-        out["devinterp_memory"] = (baseline, peak, added)
+    out["devinterp_memory"] = memory
+    if "1.3.2" in workers:
         out["loader_seconds_per_batch"] = out["median"].pop("loader")
         out["torch_seconds_per_step"] = out["median"].pop("torch")
+    return out
+
+
+def _restricted(arrays, worker, seed) -> dict:
+    """One layer's lambda_hat, slt `llc(restrict_to=...)` against devinterp 2.0.1's `llc` with
+    `param_masks`, in alternation for ROUNDS rounds: medians of (wall, CPU, lambda_hat).
+
+    The RRR network at its MLE w*, the speed rows' settings, the input layer W1 (torch's
+    "0.weight") sampled and localized, W2 held at w*; the exact value is
+    `truth.dln_layer_rlct` (rank(C) rank(D) / 2, exact at a critical point of L_n such as the
+    MLE). W1, not W2: the MLE's W2 has orthonormal columns, so the model restricted to W1 has
+    curvature n beta in all of its directions, far above gamma; W1's second and third singular
+    values are fitted noise (the truth has rank 1), so along 10 of W2's 15 weights the
+    likelihood's curvature is far below gamma, the localizer holds the chains and lambda_hat
+    comes out near 5/2, not the 15/2 that counts those directions.
+    """
+    import jax
+
+    from slt import truth
+
+    problem, params = slt_problem(arrays)
+    config = _config(arrays)
+    key = jax.random.key(seed)
+    mask = {"W1": True, "W2": False}
+    _, _, first = _slt_call(problem, params, key, config, restrict_to=mask)  # compiles
+    layers = [np.asarray(arrays["W1"]), np.asarray(arrays["W2"])]
+    out = {"exact": float(truth.dln_layer_rlct(layers, 0).value), "config": config,
+           "slt_compile": first.compile_time, "dim": int(arrays["W1"].size),
+           "singular_values": np.linalg.svd(layers[0], compute_uv=False).tolist()}
+    rounds = {"devinterp2": [], "slt": []}
+    for index in range(ROUNDS):
+        reply = worker.run({**config, "seed": seed + index, "restrict_to": ["0.weight"]})
+        rounds["devinterp2"].append((reply["wall"], reply["cpu"], reply["llc_mean"]))
+        wall, cpu, result = _slt_call(problem, params, key, config, restrict_to=mask)
+        rounds["slt"].append((wall, cpu, result.llc_mean))
+        out["slt_std_error"] = result.std_error
+        log(f"  round {index + 1}/{ROUNDS}: devinterp 2.0.1 {reply['wall']:.2f} s, "
+            f"slt {wall:.3f} s")
+    out["median"] = {name: np.median(np.array(values), axis=0).tolist()
+                     for name, values in rounds.items() if values}
+    return out
+
+
+def _trajectory(seed, python, folder) -> dict:
+    """lambda_hat at 20 checkpoints of a deep linear network's training run: slt
+    `llc_trajectory` (one compiled program) against devinterp 2.0.1's `llc` in a user loop over
+    the checkpoints, alternating for TRAJECTORY_ROUNDS rounds; medians of the wall times.
+
+    The training run of benchmarks/llc_trajectory.py (`training_run`), at TRAJECTORY's chain
+    settings; slt warm (its compile time, from a first call, reported apart).
+    """
+    import jax
+
+    from benchmarks.llc_trajectory import training_run
+    from slt import llc_trajectory
+
+    problem, checkpoints = training_run(jax.random.key(seed))
+    x, y = (np.asarray(problem.data[name], np.float32) for name in ("x", "y"))
+    arrays = {"kind": np.array("dln"), "noise": np.array(1.0), "x": x, "y": y,
+              "checkpoints": np.array(len(checkpoints))}
+    for name in checkpoints[0]:  # each layer stacked over the checkpoints
+        arrays[name] = np.stack([np.asarray(point[name], np.float32) for point in checkpoints])
+    npz = folder / "dln.npz"
+    np.savez(npz, **arrays)
+    settings = {**TRAJECTORY, "batch_size": BATCH, "nbeta": problem.n / np.log(problem.n)}
+    options = {**settings, "mala_every": 0, "progress": False}
+
+    def run_slt(key):
+        cpu, start = _cpu_seconds(), time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # checkpoints that are no minima are flagged
+            result = llc_trajectory(problem, checkpoints, key, **options)
+        return time.perf_counter() - start, _cpu_seconds() - cpu, result
+
+    key = jax.random.key(seed)
+    _, _, first = run_slt(key)  # compiles
+    out = {"dim": problem.dim, "n": problem.n, "count": len(checkpoints),
+           "settings": settings, "slt_compile": first.compile_time}
+    worker = DevinterpWorker(python, npz, folder)
+    try:
+        out["info"] = worker.info
+        walls = {"devinterp2": [], "slt": []}
+        for index in range(TRAJECTORY_ROUNDS):
+            wall, cpu, result = run_slt(key)
+            walls["slt"].append((wall, cpu))
+            reply = worker.run({**settings, "seed": seed + index, "trajectory": True})
+            walls["devinterp2"].append((sum(reply["wall"]), sum(reply["cpu"])))
+            log(f"  round {index + 1}/{TRAJECTORY_ROUNDS}: devinterp 2.0.1 loop "
+                f"{walls['devinterp2'][-1][0]:.1f} s, slt {wall:.2f} s")
+        out["devinterp2_llc"] = reply["llc_mean"]
+        out["devinterp2_llc_draws"] = reply["llc_mean_draws"]
+        # devinterp's cost per call apart from sampling: one call, one draw per chain
+        reply = worker.run({**settings, "num_warmup": 0, "num_samples": 1, "seed": seed,
+                            "trajectory": True, "checkpoints": 1})
+        out["fixed_cost"] = reply["wall"][0]
+    finally:
+        worker.close()
+        npz.unlink()
+    out["median"] = {name: np.median(np.array(values), axis=0).tolist()
+                     for name, values in walls.items()}
+    out["slt_llc"] = result.llc_means.tolist()
+    out["slt_std_errors"] = result.std_errors.tolist()
     return out
 
 
@@ -474,34 +613,40 @@ def _cpu_fair_verdict(result, target: float) -> str:
     )
 
 
-def _side_table(result, draws_total, info) -> list[str]:
+def _side_table(result, draws_total, infos) -> list[str]:
+    """The speed rows: each devinterp version, slt; each row's time against each devinterp's.
+
+    `infos`: {devinterp version: its runner's info line}.
+    """
     median = result["median"]
-    rows = ["| sampler | wall s | draws/s | CPU s / wall s | λ̂ | speed-up over devinterp | "
-            "same, by CPU time |",
-            "|---|---|---|---|---|---|---|"]
-    reference = median["devinterp"][:2] if "devinterp" in median else None
-    if reference is not None:
-        wall, cpu, estimate = median["devinterp"]
-        rows.append(
-            f"| devinterp {info['devinterp']} (torch {info['torch']}, {info['threads']} "
-            f"thread, cores=1) | {wall:.2f} | {draws_total / wall:,.0f} | {cpu / wall:.2f} | "
-            f"{estimate:.4g} | 1 | 1 |"
-        )
+    references = {version: median[name] for version, name in DEVINTERP_ROWS.items()
+                  if name in median}
+    rows = ["| sampler | wall s | draws/s | CPU s / wall s | λ̂ | "
+            + " | ".join(f"devinterp {version} / this, wall (CPU)" for version in references)
+            + " |", "|---|---|---|---|---|" + "---|" * len(references)]
+    entries = []
+    for version, (wall, cpu, estimate) in references.items():
+        info = infos[version]
+        call = ("`estimate_learning_coeff_with_summary`" if version == "1.3.2"
+                else "`llc()` with a loss_fn")
+        entries.append((f"devinterp {version}, {call} (torch {info['torch']}, "
+                        f"{info['threads']} thread, chains in turn)", wall, cpu, estimate))
     labels = {"slt": "slt `llc`, mala_every=0",
               "slt_mala": "slt `llc`, default mala_every=10 (MALA + temperature)"}
     for name, label in labels.items():
-        if name not in median:
-            continue
-        wall, cpu, estimate, extra = median[name]
-        if name == "slt_mala":
-            label += f" (MALA acceptance {extra:.2f})"
-        ratio, cpu_ratio = "n/a", "n/a"
-        if reference is not None:
-            ratio, cpu_ratio = f"{reference[0] / wall:.1f}×", f"{reference[1] / cpu:.1f}×"
-        if name == "slt" and reference is not None:
-            ratio = f"**{ratio}**"
+        if name in median:
+            wall, cpu, estimate, extra = median[name]
+            if name == "slt_mala":
+                label += f" (MALA acceptance {extra:.2f})"
+            entries.append((label, wall, cpu, estimate))
+    for label, wall, cpu, estimate in entries:
+        ratios = []
+        for reference_wall, reference_cpu, _ in references.values():
+            ratio = f"{reference_wall / wall:.1f}× ({reference_cpu / cpu:.1f}×)"
+            ratios.append(f"**{ratio}**" if label.startswith("slt `llc`, mala_every=0")
+                          else ratio)
         rows.append(f"| {label} | {wall:.3f} | {draws_total / wall:,.0f} | {cpu / wall:.2f} | "
-                    f"{estimate:.4g} | {ratio} | {cpu_ratio} |")
+                    f"{estimate:.4g} | " + " | ".join(ratios) + " |")
     return rows
 
 
@@ -517,34 +662,44 @@ def measure(seed: int = 0) -> str:
         paths[name] = folder / f"{name}.npz"
         np.savez(paths[name], **arrays)
 
-    devinterp_python, devinterp_error = None, None
-    try:
-        devinterp_python = ensure_devinterp_venv()
-    except (subprocess.CalledProcessError, RuntimeError, OSError) as error:
-        devinterp_error = f"{type(error).__name__}: {error}"
-        log(f"devinterp is not available, slt is measured alone: {devinterp_error}")
+    pythons, devinterp_errors = {}, {}
+    for version in DEVINTERP_VERSIONS:
+        try:
+            pythons[version] = ensure_devinterp_venv(version)
+        except (subprocess.CalledProcessError, RuntimeError, OSError) as error:
+            devinterp_errors[version] = f"{type(error).__name__}: {error}"
+            log(f"devinterp {version} is not available, measured without it: "
+                f"{devinterp_errors[version]}")
 
-    results, workers_info, memory = {}, {}, {}
+    results, workers_info, memory, restricted, trajectory = {}, {}, {}, None, None
     for name in ("rrr", "mlp"):
         log(f"{name}: devinterp and slt side by side, {ROUNDS} rounds")
-        worker = None
-        if devinterp_python is not None:
-            worker = DevinterpWorker(devinterp_python, paths[name], folder)
-            workers_info[name] = worker.info
+        workers = {}
         try:
-            results[name] = _side_by_side(datasets[name], worker, seed,
+            for version, python in pythons.items():
+                workers[version] = DevinterpWorker(python, paths[name], folder)
+            workers_info[name] = {version: worker.info for version, worker in workers.items()}
+            results[name] = _side_by_side(datasets[name], workers, seed,
                                           slt_repeats=3 if name == "rrr" else 1,
                                           with_default_mala=name == "rrr")
+            if name == "rrr" and "2.0.1" in workers:
+                log(f"rrr: one layer's lambda_hat, devinterp 2.0.1 and slt, {ROUNDS} rounds")
+                restricted = _restricted(datasets[name], workers["2.0.1"], seed)
         finally:
-            if worker is not None:
+            for worker in workers.values():
                 worker.close()
         log(f"{name}: slt memory and cold compile time in a fresh process")
         memory[name] = _slt_memory(paths[name], seed)
     log(f"rrr: slt against the hand-written lax.scan floor, {FLOOR_REPEATS} repeats")
     floor = _floor(datasets["rrr"], seed)
+    if "2.0.1" in pythons:
+        log(f"dln: a 20-checkpoint trajectory, devinterp 2.0.1's loop and slt, "
+            f"{TRAJECTORY_ROUNDS} rounds")
+        trajectory = _trajectory(seed, pythons["2.0.1"], folder)
     raw = {"jax": jax.__version__, "load": (load_before, os.getloadavg()[0]),
-           "results": results, "devinterp": workers_info,
-           "memory": memory, "floor": floor, "devinterp_error": devinterp_error}
+           "results": results, "devinterp": workers_info, "memory": memory, "floor": floor,
+           "restricted": restricted, "trajectory": trajectory,
+           "devinterp_errors": devinterp_errors}
     (folder / "raw.json").write_text(json.dumps(raw, indent=1))
     for path in paths.values():
         path.unlink()
@@ -552,47 +707,228 @@ def measure(seed: int = 0) -> str:
     return _report(raw)
 
 
+def _subset_error(result, examples: int) -> float:
+    """sd of nβ (L_S(w*) − L_n(w*)) for L_S the mean over a random subset of `examples` of
+    the n // BATCH * BATCH examples devinterp 2.0.1's chains see: what its default
+    num_init_loss_batches puts into λ̂."""
+    seen = RRR["n"] // BATCH * BATCH
+    return result["config"]["nbeta"] * result["loss_sd"] * np.sqrt(1 / examples - 1 / seen)
+
+
+def _targets(result, draws_total, target, name) -> list[str]:
+    """The speed target against devinterp 1.3.2 (issue 3) and the ratio to 2.0.1."""
+    median, lines = result["median"], []
+    if "devinterp" in median:
+        ratio = median["devinterp"][0] / median["slt"][0]
+        step = median["devinterp"][0] / draws_total
+        lines.append(
+            f"Target ≥ {target}× devinterp 1.3.2: {_cpu_fair_verdict(result, target)}; "
+            f"devinterp 1.3.2 takes {1e3 * step:.2f} ms per step, slt "
+            f"{1e3 / ratio * step:.3f} ms per chain-step."
+        )
+    if "devinterp2" in median:
+        wall, cpu, _ = median["devinterp2"]
+        lines.append(
+            f"devinterp 2.0.1 takes {1e3 * wall / draws_total:.2f} ms per step end to end "
+            f"({wall:.2f} s a call, L_n(w*) included); slt is {wall / median['slt'][0]:.1f}× "
+            f"faster by wall time, {cpu / median['slt'][1]:.1f}× by CPU time."
+        )
+    if name == "RRR" and lines:
+        lines.append("See \"What limits the ratios\" below.")
+    return [" ".join(lines), ""] if lines else []
+
+
+def _restricted_report(restricted) -> list[str]:
+    """The section on one layer's λ̂: slt `restrict_to` against devinterp 2.0.1's masks."""
+    median, config = restricted["median"], restricted["config"]
+    draws_total = CHAINS * config["num_samples"]
+    reference_wall, reference_cpu, _ = median["devinterp2"]
+    rows = []
+    for name, label in (("devinterp2", "devinterp 2.0.1 `llc(param_masks={\"0.weight\": None})`"),
+                        ("slt", "slt `llc(restrict_to={\"W1\": True, \"W2\": False})`, "
+                                "mala_every=0")):
+        wall, cpu, estimate = median[name]
+        ratio = f"{reference_wall / wall:.1f}× ({reference_cpu / cpu:.1f}×)"
+        rows.append(f"| {label} | {wall:.3f} | {draws_total / wall:,.0f} | {cpu / wall:.2f} | "
+                    f"{estimate:.4g} | {f'**{ratio}**' if name == 'slt' else ratio} |")
+    exact = restricted["exact"]
+    return [
+        "### One layer's λ̂: slt `restrict_to` against devinterp 2.0.1's `param_masks`",
+        "",
+        f"The RRR network above at its MLE, the same settings ({CHAINS} chains × "
+        f"{config['num_samples']} draws, ε = {config['step_size']:g}, γ = {GAMMA:g}, nβ = "
+        f"{config['nbeta']:.1f}); only the input layer W1 ({restricted['dim']} weights, "
+        "torch's `0.weight`) is sampled and localized, W2 stays at w*. devinterp 2.0.1's "
+        "`param_masks` is a dict {parameter name: boolean mask, or None for the whole "
+        "tensor}, the parameters not named frozen; its `create_param_masks` builds one from "
+        "strings such as \"l0h1\" for HuggingFace and TransformerLens transformers only (it "
+        "raises for a plain `nn.Module`), so for this network the dict is written by hand. "
+        f"Exact λ of the restricted model: rank(C) rank(D) / 2 = {exact:g} "
+        "(`truth.dln_layer_rlct`; exact at a critical point of L_n, such as this MLE; the "
+        "MLE's W2 has orthonormal columns, so the restricted model has curvature nβ ≫ γ in "
+        "all its directions). Not W2: W1's singular values are "
+        f"{', '.join(f'{value:.3g}' for value in restricted['singular_values'])}, the last "
+        "two fitted noise (the truth has rank 1), so along 10 of W2's 15 weights nβ s² ≪ γ: "
+        "the localizer, not the likelihood, holds the chains there and λ̂ of W2 comes out "
+        "near 5/2, not the 15/2 that counts those directions (`dln_layer_rlct` with "
+        "tol = √(γ / nβ) gives 5/2). The step size biases λ̂ upward, as above. Medians of "
+        f"{ROUNDS} alternating rounds.",
+        "",
+        "| sampler | wall s | draws/s | CPU s / wall s | λ̂ | devinterp 2.0.1 / this, wall "
+        "(CPU) |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+        f"λ̂ of the layer: slt {median['slt'][2]:.3g} ± {restricted['slt_std_error']:.2g} "
+        f"(se), devinterp 2.0.1 {median['devinterp2'][2]:.3g}; exact {exact:g}. slt's "
+        f"restricted call compiled in {restricted['slt_compile']:.2f} s (first call, not "
+        "counted).",
+        "",
+    ]
+
+
+def _trajectory_report(trajectory) -> list[str]:
+    """The section on λ̂ along training: `llc_trajectory` against devinterp 2.0.1's loop."""
+    median, settings, count = trajectory["median"], trajectory["settings"], trajectory["count"]
+    steps = settings["num_warmup"] + settings["num_samples"]
+    draws_total = count * CHAINS * settings["num_samples"]
+    reference_wall, reference_cpu = median["devinterp2"]
+    rows = []
+    for name, label in (("devinterp2", f"devinterp 2.0.1, a loop of {count} `llc()` calls"),
+                        ("slt", f"slt `llc_trajectory`, {count} checkpoints × {CHAINS} chains "
+                                "in one program, mala_every=0")):
+        wall, cpu = median[name]
+        ratio = f"{reference_wall / wall:.1f}× ({reference_cpu / cpu:.1f}×)"
+        rows.append(f"| {label} | {wall:.2f} | {wall / count:.3f} | {draws_total / wall:,.0f} | "
+                    f"{cpu / wall:.2f} | {f'**{ratio}**' if name == 'slt' else ratio} |")
+    slt_llc = np.array(trajectory["slt_llc"])
+    draws_only = np.array(trajectory["devinterp2_llc_draws"])
+    as_returned = np.array(trajectory["devinterp2_llc"])
+    in_se = np.abs(draws_only - slt_llc) / np.array(trajectory["slt_std_errors"])
+    table = ["| checkpoint | slt λ̂ ± se | devinterp 2.0.1 λ̂, draws only | devinterp 2.0.1 "
+             "`llc_mean` (burn-in included) |", "|---|---|---|---|"]
+    for index in range(count):
+        se = trajectory["slt_std_errors"][index]
+        table.append(f"| {index} | {slt_llc[index]:.4g} ± {se:.2g} | {draws_only[index]:.4g} | "
+                     f"{as_returned[index]:.4g} |")
+    fixed = trajectory.get("fixed_cost")
+    fixed_text = "" if fixed is None else (
+        f" devinterp's cost per call apart from sampling, measured with 1 draw per chain on "
+        f"the first checkpoint: {fixed:.2f} s of its {reference_wall / count:.2f} s (L_n(w*) "
+        f"from {trajectory['n'] // BATCH} minibatches per chain through the HuggingFace "
+        "dataset, the Zarr store, and a `gc.collect()` before and after every chain)."
+    )
+    return [
+        "### λ̂ along training: slt `llc_trajectory` against devinterp 2.0.1 in a user loop",
+        "",
+        "The deep linear network of \"LLC along training\" (benchmarks/llc_trajectory.py: "
+        f"8-16-16-8, d = {trajectory['dim']}, n = {trajectory['n']:,}, {count} checkpoints of "
+        "gradient descent from a small initialisation); a training run to take checkpoints "
+        "from, which the speed rows' networks (one w* each) do not have. Both sides: "
+        f"{CHAINS} chains × ({settings['num_warmup']} warmup + {settings['num_samples']} "
+        f"draws) per checkpoint (that section runs 500 + 1000; fewer here to keep devinterp's "
+        f"loop near a minute), ε = {settings['step_size']:g}, γ = {settings['gamma']:g} "
+        f"(llc's default), nβ = {settings['nbeta']:.1f}, batch {BATCH}. slt: one "
+        "`llc_trajectory` call, warm (compiled once for all checkpoints in "
+        f"{trajectory['slt_compile']:.2f} s by a first call, not counted); devinterp 2.0.1: "
+        "`for model in checkpoints: llc(model, ...)` as above, wall = the sum of its calls. "
+        f"Medians of {TRAJECTORY_ROUNDS} alternating rounds; draws/s counts kept draws over "
+        f"all checkpoints (each chain takes {steps} steps).",
+        "",
+        "| computation | wall s | s per checkpoint | draws/s | CPU s / wall s | devinterp "
+        "2.0.1 / this, wall (CPU) |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+        "λ̂ per checkpoint (last round). The checkpoints lie on the way down, not at minima: "
+        f"at γ = {settings['gamma']:g} the chains keep descending from them, so λ̂ (the mean "
+        "loss rise times nβ) is negative where the loss still falls, and both sides compute "
+        "that same quantity at each. devinterp 2.0.1's `llc_mean` averages every "
+        "step, burn-in included (`compute_llc`), so it differs from slt's, which drops the "
+        "warmup; the same average over its draws alone (from the `loss_trace` it returns) is "
+        "the like-for-like number: it differs from slt's by "
+        f"{np.median(in_se):.1f} of slt's standard errors at the median checkpoint, "
+        f"{np.max(in_se):.1f} at most (devinterp's own error comes on top: its chains share "
+        f"their minibatches, so their spread does not measure it).{fixed_text}",
+        "",
+        *table,
+        "",
+    ]
+
+
 def _report(raw: dict) -> str:
     """The Markdown section from the raw measurements of `measure`."""
     from slt import truth
 
     results, workers_info, memory = raw["results"], raw["devinterp"], raw["memory"]
-    floor, devinterp_error = raw["floor"], raw["devinterp_error"]
+    floor, devinterp_errors = raw["floor"], raw["devinterp_errors"]
     rrr, mlp = results["rrr"], results["mlp"]
-    info = workers_info.get("rrr")
-    lines = ["## LLC speed: slt against devinterp and against a bare `lax.scan` loop", ""]
+    infos = workers_info.get("rrr", {})
+    lines = ["## LLC speed: slt against devinterp 1.3.2 and 2.0.1, and against a bare "
+             "`lax.scan` loop", ""]
     setup = (
         f"CPU, float32 on both sides, JAX {raw['jax']} at its defaults. Same data (one "
         "NumPy seed, handed to devinterp as an .npz), same step size ε, γ, nβ = n / log n, "
-        f"batch {BATCH}, {CHAINS} chains, no warmup; both sides are given L_n(w*) on the full "
-        "data. slt: `llc` with vmapped chains, timed warm (compile time below), end to end "
-        "(validation, L_n(w*), sampling, ESS / R-hat summary); per step one gradient, the "
-        "SGLD update and the paired loss L_b(w*), gathered from per-example losses at w* "
-        "computed once (no forward pass). slt's default run also measures every 10 steps the "
-        "MALA acceptance and the configurational temperature (one gradient and one "
-        "forward-over-reverse Hessian-vector product); the speed rows use `mala_every=0`, as "
-        "devinterp computes neither. "
+        f"batch {BATCH}, {CHAINS} chains, no warmup. slt: `llc` with vmapped chains, timed "
+        "warm (compile time below), end to end (validation, L_n(w*) on the full data, "
+        "sampling, ESS / R-hat summary); per step one gradient, the SGLD update and the paired "
+        "loss L_b(w*), gathered from per-example losses at w* computed once (no forward pass). "
+        "slt's default run also measures every 10 steps the MALA acceptance and the "
+        "configurational temperature (one gradient and one forward-over-reverse "
+        "Hessian-vector product); the speed rows use `mala_every=0`, as devinterp computes "
+        "neither. "
     )
-    if info is not None:
+    if "1.3.2" in infos:
         setup += (
-            f"devinterp {info['devinterp']}: `estimate_learning_coeff_with_summary`, its "
-            "default SGLD, `cores=1` (its default: chains one after another in one process), "
-            f"a `DataLoader(TensorDataset(x, y), batch_size={BATCH}, shuffle=True)`; torch "
-            f"{info['torch']} with `torch.set_num_threads({info['threads']})` "
+            "devinterp 1.3.2 (the last release with the v1 API): "
+            "`estimate_learning_coeff_with_summary`, its default SGLD, `cores=1` (its "
+            "default: chains one after another in one process), a "
+            f"`DataLoader(TensorDataset(x, y), batch_size={BATCH}, shuffle=True)`, given "
+            "L_n(w*) on the full data as `init_loss`. "
+        )
+    if "2.0.1" in infos:
+        setup += (
+            "devinterp 2.0.1 (the current release): `devinterp.slt.llc.llc(model, dataset, "
+            "observables={}, lr=ε, n_beta=nβ, localization=γ, loss_fn=..., num_chains, "
+            f"num_draws, batch_size={BATCH}, num_init_loss_batches=n // {BATCH}, "
+            "output_path=...)`, its default SGLD (`sgmcmc_sgld`, the same update) and its "
+            "other defaults: chains one after another, every chain on the same minibatches "
+            "(`match_sampling_input_ids_across_chains=True`) in one fixed order (it cycles over "
+            "a single shuffle of the data, dropping the last incomplete batch). 2.0.1 takes a "
+            "HuggingFace `Dataset` with an \"input_ids\" column of integer sequences (length "
+            "≥ 2) and a `loss_fn(model, input_ids)` returning per-token losses (batch, "
+            "length − 1): for these regressions each example's sequence is [i, i], its row "
+            "index, and the loss_fn gathers x_i, y_i and returns the example's loss as one "
+            "token. It computes L_n(w*) itself (there is no `init_loss` argument), from "
+            "`num_init_loss_batches` minibatches; set here to one pass over the batches its "
+            "chains see (its default, 32 batches = "
+            f"{32 * BATCH:,} examples, would put L_n(w*) off by a subset's error: nβ × the "
+            "loss sd × √(1/8192 − 1/n) ≈ "
+            + (f"±{_subset_error(rrr, 32 * BATCH):.0f} in λ̂ on the RRR below). "
+               if "loss_sd" in rrr else "a large amount in λ̂). ")
+            + "It writes each step's per-example losses to a Zarr store (here a temporary "
+            "folder, deleted after each call outside the timing); `observables={}` adds no "
+            "other losses (its README's `{\"train\": dataset}` would add 3 batches' forward "
+            "passes per draw). "
+        )
+    if infos:
+        info = next(iter(infos.values()))
+        setup += (
+            f"torch {info['torch']} with `torch.set_num_threads({info['threads']})` "
             "(`SLT_BENCH_TORCH_THREADS`; torch's default of 2 OpenMP threads slows ~50× on "
             "this shared 2-core machine whenever another process holds a core). "
         )
-    else:
-        setup += f"devinterp could not be installed, so it is missing below ({devinterp_error}). "
+    for version, error in devinterp_errors.items():
+        setup += f"devinterp {version} could not be installed, so it is missing below ({error}). "
     setup += (
         f"Wall times are medians of {ROUNDS} rounds in which the contenders alternate (slt "
         "runs 3 times a round on RRR); "
-        "draws/s = chains × draws / wall seconds. λ̂ is shown only to check that both compute "
-        "the same thing (devinterp's estimator is unpaired, slt's paired, so their noise differs). "
-        f"{os.cpu_count()} cores; 1-minute load average {raw['load'][0]:.1f} at the start, "
-        f"{raw['load'][1]:.1f} at the end (this benchmark accounts for about 1; above that "
-        "other processes compete, CPU s / wall s falls below 1 and the ratio by CPU time is the "
-        "steadier one)."
+        "draws/s = chains × draws / wall seconds. λ̂ is shown to check that all compute the "
+        "same thing (devinterp's estimators are unpaired, slt's paired, so their noise "
+        f"differs). {os.cpu_count()} cores; 1-minute load average {raw['load'][0]:.1f} at the "
+        f"start, {raw['load'][1]:.1f} at the end (this benchmark accounts for about 1; above "
+        "that other processes compete, CPU s / wall s falls below 1 and the ratio by CPU time "
+        "is the steadier one)."
     )
     lines += [setup, ""]
 
@@ -608,18 +944,10 @@ def _report(raw: dict) -> str:
         f"{config['step_size']:g}, γ = {GAMMA:g}, nβ = {config['nbeta']:.1f}; w* is the exact "
         f"rank-{RRR['H']} MLE (true λ = {rlct.as_float:g}; the step size biases λ̂ upward).",
         "",
-        *_side_table(rrr, draws_total, info),
+        *_side_table(rrr, draws_total, infos),
         "",
+        *_targets(rrr, draws_total, 30, "RRR"),
     ]
-    if "devinterp" in rrr["median"]:
-        ratio = rrr["median"]["devinterp"][0] / rrr["median"]["slt"][0]
-        step = rrr["median"]["devinterp"][0] / draws_total
-        lines += [
-            f"Target ≥ 30× devinterp: {_cpu_fair_verdict(rrr, 30)}; devinterp "
-            f"takes {1e3 * step:.2f} ms per step, slt {1e3 / ratio * step:.3f} ms per "
-            "chain-step. See \"What limits the ratios\" below.",
-            "",
-        ]
 
     # two-layer MLP
     config = mlp["config"]
@@ -633,18 +961,14 @@ def _report(raw: dict) -> str:
         "`Problem.from_loss` with a plain-JAX loss, devinterp with the same `torch.nn` network. "
         "w* is the teacher, not a fitted minimum: this case measures speed only.",
         "",
-        *_side_table(mlp, draws_total, workers_info.get("mlp", info)),
+        *_side_table(mlp, draws_total, workers_info.get("mlp", infos)),
         "",
+        *_targets(mlp, draws_total, 3, "MLP"),
     ]
-    if "devinterp" in mlp["median"]:
-        ratio = mlp["median"]["devinterp"][0] / mlp["median"]["slt"][0]
-        step = mlp["median"]["devinterp"][0] / draws_total
-        lines += [
-            f"Target ≥ 3× devinterp: {_cpu_fair_verdict(mlp, 3)}; devinterp "
-            f"takes {1e3 * step:.2f} ms per step, slt {1e3 / ratio * step:.2f} ms per "
-            "chain-step.",
-            "",
-        ]
+    if raw.get("restricted"):
+        lines += _restricted_report(raw["restricted"])
+    if raw.get("trajectory"):
+        lines += _trajectory_report(raw["trajectory"])
 
     # the floor
     median, draws_total = floor["median"], CHAINS * RRR["draws"]
@@ -695,7 +1019,8 @@ def _report(raw: dict) -> str:
         "and model are loaded (for slt's second call: the RSS left by the first); peak = VmHWM "
         "during the run, reset just before it, so the last column is what the run itself needs. "
         "slt: a fresh process per problem, a first `llc` call (compile included), then a second "
-        f"one; devinterp: its runner process, the largest of its {ROUNDS} runs. Compile time: "
+        f"one; each devinterp version: its runner process, the largest of its {ROUNDS} runs. "
+        "Compile time: "
         "slt's first `llc` call on the problem in that fresh process (devinterp runs eagerly, "
         "nothing to compile)."
         + ("" if all(entry.get("peak_is_run_only", True) for entry in memory.values()) else
@@ -714,9 +1039,8 @@ def _report(raw: dict) -> str:
             f"{entry['warm_peak_rss_mb']:.0f} | "
             f"{entry['warm_peak_rss_mb'] - warm_baseline:.0f} |",
         ]
-        if "devinterp_memory" in results[name]:
-            baseline, peak, added = results[name]["devinterp_memory"]
-            lines.append(f"| devinterp, {label} | — | {baseline:.0f} | {peak:.0f} | "
+        for version, (baseline, peak, added) in results[name]["devinterp_memory"].items():
+            lines.append(f"| devinterp {version}, {label} | — | {baseline:.0f} | {peak:.0f} | "
                          f"{added:.0f} |")
     lines += [
         "",
@@ -748,12 +1072,22 @@ def _limits(rrr, mlp, floor) -> list[str]:
     if "devinterp" in rrr["median"]:
         devinterp = rrr["median"]["devinterp"][0]
         lines[-1] += (
-            f" devinterp's median time is {devinterp / median['same']:.0f}× the bare loop's. "
-            f"devinterp is Python-bound: {1e3 * devinterp / draws_rrr:.2f} ms per step; its "
+            f" devinterp 1.3.2's median time is {devinterp / median['same']:.0f}× the bare "
+            f"loop's. It is Python-bound: {1e3 * devinterp / draws_rrr:.2f} ms per step; its "
             f"DataLoader alone takes {1e3 * rrr['loader_seconds_per_batch']:.2f} ms per batch "
             "(per-row `__getitem__` and collation of 256 rows) and SGLD hand-written in plain "
             f"torch {1e3 * rrr['torch_seconds_per_step']:.2f} ms per step (both timed alone, "
             "once a round)."
+        )
+    if "devinterp2" in rrr["median"]:
+        devinterp = rrr["median"]["devinterp2"][0]
+        lines[-1] += (
+            f" devinterp 2.0.1: {1e3 * devinterp / draws_rrr:.2f} ms per step, its per-call "
+            "costs included (L_n(w*), the Zarr store, `gc.collect()` around every chain: see "
+            "the trajectory section); it reads minibatches through the HuggingFace dataset in "
+            "the first pass only and then replays that pass's batches from memory "
+            "(`itertools.cycle` over its DataLoader, devinterp/slt/sampler.py), so its loader "
+            "costs once a chain, not once a step."
         )
     draws_mlp = CHAINS * mlp["config"]["num_samples"]
     slt_step = mlp["median"]["slt"][0] / draws_mlp
@@ -765,12 +1099,16 @@ def _limits(rrr, mlp, floor) -> list[str]:
         loader = mlp["loader_seconds_per_batch"]
         torch_step = mlp["torch_seconds_per_step"]
         line += (f"; SGLD hand-written in plain torch (no devinterp, no DataLoader, no "
-                 f"paired loss) {1e3 * torch_step:.2f} ms per step; devinterp "
+                 f"paired loss) {1e3 * torch_step:.2f} ms per step; devinterp 1.3.2 "
                  f"{1e3 * devinterp_step:.2f} ms, its DataLoader alone {1e3 * loader:.2f} ms "
-                 "per batch. So the ratio factors into devinterp over plain torch "
+                 "per batch. So the ratio factors into devinterp 1.3.2 over plain torch "
                  f"({devinterp_step / torch_step:.1f}×: what devinterp adds around the same "
                  f"math) times plain torch over slt ({torch_step / slt_step:.1f}×: one fused, "
                  "vmapped XLA program against eager torch ops).")
+        if "devinterp2" in mlp["median"]:
+            line += (" devinterp 2.0.1: "
+                     f"{1e3 * mlp['median']['devinterp2'][0] / draws_mlp:.2f} ms per step, "
+                     "its per-call costs included.")
     else:
         line += "."
     return [*lines, line, ""]
