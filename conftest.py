@@ -35,6 +35,17 @@ if _OWN_CACHE:
     os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
     os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
 
+# Compiling is over half of a test run: ~4,800 XLA programs, 1,270 of 2,250 worker-seconds in
+# XLA's backend compiler (measured with jax.monitoring). The tests' programs are small, so the
+# test processes (and those they start, which inherit the environment) compile with LLVM at
+# optimisation level 1 and without its expensive passes: CPU time -9% on test_fit.py and
+# test_wbic.py (compile-bound), -17% on three sampling-bound tests (level 0 saved more compile
+# time but ran 35% slower). The operations compiled are the same; only their machine code
+# differs. Users' programs and the benchmarks keep XLA's defaults.
+_FAST_COMPILE = "--xla_backend_optimization_level=1 --xla_llvm_disable_expensive_passes=true"
+if _FAST_COMPILE not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FAST_COMPILE}".strip()
+
 import jax  # noqa: E402  (after the cache settings, which JAX reads when imported)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402

@@ -201,7 +201,8 @@ def _run_sharded(devices_per_process, processes=1):
     """SHARDING_SCRIPT in `processes` local processes (jax.distributed when more than one),
     each with `devices_per_process` CPU devices; what process 0 printed."""
     environment = os.environ | {
-        "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices_per_process}",
+        "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} "
+                     f"--xla_force_host_platform_device_count={devices_per_process}",
         "JAX_PLATFORMS": "cpu",
     }
     with socket.socket() as probe:  # a free port for the coordinator
