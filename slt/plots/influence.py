@@ -24,8 +24,9 @@ def _label_axis(set_ticks, labels, order) -> None:
         set_ticks([])
 
 
-def plot_loss_kernel(result, *, axes=None):
+def plot_loss_kernel(result, *, order=None, axes=None):
     """Left: the correlation of the per-example losses as a heat map, the examples in
+    `order` (positions into the result's examples, e.g. sorted by class), by default
     `result.order()` (a hierarchical clustering: blocks are examples the network treats
     alike). Right: every example's loss gain E[l_i] - l_i(w*) in the same order, with +-2
     standard errors. Returns the figure."""
@@ -34,13 +35,13 @@ def plot_loss_kernel(result, *, axes=None):
     else:
         fig = axes[0].figure
     heat_axis, gain_axis = axes
-    order = result.order()
+    order = result.order() if order is None else np.asarray(order)
     image = heat_axis.imshow(result.correlation[np.ix_(order, order)], cmap="RdBu_r",
                              vmin=-1, vmax=1, interpolation="nearest")
     fig.colorbar(image, ax=heat_axis, label="Corr(ℓ_i, ℓ_j)", shrink=0.8)
     _label_axis(heat_axis.set_xticks, result.labels, order)
     _label_axis(heat_axis.set_yticks, result.labels, order)
-    heat_axis.set(title=f"loss kernel (correlation), {len(order)} examples clustered",
+    heat_axis.set(title=f"loss kernel (correlation), {len(order)} examples",
                   xlabel="example", ylabel="example")
     positions = np.arange(len(order))
     gain_axis.errorbar(result.loss_gain[order], positions,
@@ -53,9 +54,10 @@ def plot_loss_kernel(result, *, axes=None):
     return fig
 
 
-def plot_bif(result, *, query: int = 0, k: int = 5, axes=None):
-    """Left: the BIF -Cov(l_i, l_q) as a heat map, training examples (rows) in
-    `result.order()`, queries as columns. Right: the k most supporting (negative) and most
+def plot_bif(result, *, query: int = 0, k: int = 5, order=None, axes=None):
+    """Left: the BIF -Cov(l_i, l_q) as a heat map, training examples (rows) in `order`
+    (positions into the result's training examples), by default `result.order()`, queries as
+    columns. Right: the k most supporting (negative) and most
     opposing (positive) training examples of query number `query`, with +-2 standard
     errors. Returns the figure."""
     if axes is None:
@@ -63,7 +65,7 @@ def plot_bif(result, *, query: int = 0, k: int = 5, axes=None):
     else:
         fig = axes[0].figure
     heat_axis, top_axis = axes
-    order = result.order()
+    order = result.order() if order is None else np.asarray(order)
     limit = _symmetric_limit(result.influence)
     image = heat_axis.imshow(result.influence[order], cmap="RdBu_r", vmin=-limit, vmax=limit,
                              aspect="auto", interpolation="nearest")
