@@ -196,9 +196,9 @@ def loss_kernel(
         loss_at_center=at_center,
         loss_gain=pooled.mean_x - at_center,
         loss_gain_std_error=between_chains(np.asarray(chains.mean_x, np.float64)),
-        covariance=moments.covariance(pooled),
-        covariance_std_error=between_chains(moments.covariance(chains)),
-        correlation=moments.correlation(pooled),
+        covariance=_symmetric(moments.covariance(pooled)),
+        covariance_std_error=between_chains(_symmetric(moments.covariance(chains))),
+        correlation=_symmetric(moments.correlation(pooled)),
         rhat=rhats,
         num_samples=int(np.min(chains.count)),
         every=int(every),
@@ -206,3 +206,10 @@ def loss_kernel(
         run=run,
         warnings=observation_warnings(run, {"example losses": rhats}),
     )
+
+
+def _symmetric(matrices: np.ndarray) -> np.ndarray:
+    """(M + M^T) / 2 over the last two axes: Welford's co-moment of a vector with itself is
+    symmetric up to rounding (d_x (x - mean')^T, rounded in the chains' dtype); the kernel is
+    symmetric exactly."""
+    return (matrices + np.swapaxes(matrices, -1, -2)) / 2
