@@ -1,7 +1,8 @@
 """slt: singular learning theory and Bayesian model selection on JAX and NumPyro.
 
 The public API, flat: `Problem` (model + data as pure JAX functions), `fit_map`, the local
-learning coefficient `llc` and its calibration `llc_calibrate`, evidence and model-class
+learning coefficient `llc` and its calibration `llc_calibrate`, what the local posterior says
+about the data (`loss_kernel`, `bif`, `susceptibilities`), evidence and model-class
 comparison (`bic`, `laplace`, `wbic`, `free_energy`, `rlct`, `sbic`, `compare`), Fisher geometry
 (`fisher_information`, `fisher_scan`, `fisher_summary`, `kl_divergence`, `slt.geometry`), the
 model library `slt.models`, the exact answers `slt.truth`, natural-gradient training
@@ -12,18 +13,24 @@ model library `slt.models`, the exact answers `slt.truth`, natural-gradient trai
 from slt import geometry, models, truth, validation
 from slt.estimators import (
     BICResult,
+    BIFResult,
     ComparisonResult,
     FreeEnergyResult,
     LaplaceResult,
+    LossKernelResult,
     RLCTResult,
     SBICResult,
+    SusceptibilityResult,
     WBICResult,
     bic,
+    bif,
     compare,
     free_energy,
     laplace,
+    loss_kernel,
     rlct,
     sbic,
+    susceptibilities,
     wbic,
 )
 from slt.estimators.llc import LLCResult, llc
@@ -48,6 +55,7 @@ from slt.validation import InputError
 
 __all__ = [
     "BICResult",
+    "BIFResult",
     "CheckpointError",
     "InputError",
     "Interrupted",
@@ -58,16 +66,20 @@ __all__ = [
     "ComparisonResult",
     "FreeEnergyResult",
     "LaplaceResult",
+    "LossKernelResult",
     "RLCTResult",
     "SBICResult",
+    "SusceptibilityResult",
     "WBICResult",
     "bic",
+    "bif",
     "compare",
     "free_energy",
     "laplace",
     "leaf_parts",
     "rlct",
     "sbic",
+    "susceptibilities",
     "wbic",
     "FisherResult",
     "FisherScan",
@@ -88,6 +100,7 @@ __all__ = [
     "llc_calibrate",
     "llc_table",
     "llc_trajectory",
+    "loss_kernel",
     "models",
     "truth",
 ]

@@ -26,6 +26,8 @@ Example:
 from __future__ import annotations
 
 import numbers
+import sys
+import warnings
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
@@ -47,6 +49,7 @@ __all__ = [
     "require_params",
     "require_positive",
     "require_step_size",
+    "warn_caller",
 ]
 
 
@@ -58,6 +61,16 @@ def _is_real_number(value: Any) -> bool:
     return isinstance(value, numbers.Real | np.ndarray | jax.Array) and np.ndim(value) == 0 and (
         np.asarray(value).dtype.kind in "iuf"
     ) and not isinstance(value, bool | np.bool_)
+
+
+def warn_caller(message: str) -> None:
+    """Issue `message` as a UserWarning attributed to the first frame outside slt: the user's
+    call, however deep inside slt the warning arises (estimators share their runs, so a fixed
+    `stacklevel` would point into slt from some of their callers)."""
+    frame, level = sys._getframe(1), 2  # stacklevel 1 is this function, 2 its caller
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("slt."):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, stacklevel=level)
 
 
 def require_int(name: str, value: Any, *, minimum: int | None = None) -> int:

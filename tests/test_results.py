@@ -21,12 +21,15 @@ from matplotlib.figure import Figure
 
 from slt import models, truth
 from slt.estimators.bic import BICResult
+from slt.estimators.bif import bif
 from slt.estimators.compare import compare
 from slt.estimators.llc import llc
 from slt.estimators.llc_calibration import llc_calibrate
 from slt.estimators.llc_parts import llc_table
 from slt.estimators.llc_trajectory import llc_trajectory
+from slt.estimators.loss_kernel import loss_kernel
 from slt.estimators.sbic import sbic_gaussian_mixtures
+from slt.estimators.susceptibilities import susceptibilities
 from slt.fit import FitResult
 from slt.geometry.fisher import fisher_information
 from slt.geometry.matrix_free import fisher_spectrum
@@ -53,7 +56,8 @@ def results():
 
     One `compare` run (d = 2 regression, n = 50, every method, a short tempered path through
     three temperatures) yields the fit, BIC, Laplace, WBIC, free energy, RLCT and comparison
-    results.
+    results. The loss kernel, BIF and susceptibilities observe a few examples along two short
+    chains each, without the MALA diagnostics (mala_every=0: a smaller program to compile).
     The Lanczos spectrum (two steps), the matrix-free Fisher slice ("FisherScan.exact"), the
     stochastic Fisher summary (two probes of two steps) and the natural-gradient fit (three
     steps) reuse the regression and its fit.
@@ -83,10 +87,19 @@ def results():
         trajectory = llc_trajectory(problem, [problem.init(jax.random.key(10)), fit.params],
                                     jax.random.key(11), steps=[0, 100], checkpoints_per_run=1,
                                     **short)
+        observing = short | {"mala_every": 0}
+        kernel = loss_kernel(problem, fit.params, jax.random.key(12), np.arange(3), **observing)
+        influence = bif(problem, fit.params, jax.random.key(13), np.array([0, 1]),
+                        train=np.arange(4), **observing)
+        response = susceptibilities(problem, fit.params, jax.random.key(14),
+                                    components={"w1": {"w": np.array([True, False])}},
+                                    subsets={"S": np.arange(5)}, reference=np.arange(10),
+                                    **observing)
     mixture = models.fixed_component_mixture()
     base = {"pi": 0.5, "mu": 1.0, "sigma": 1.0}
     found = [
         *comparison.results["d=2"].values(), comparison, local, calibration, table, trajectory,
+        kernel, influence, response,
         fisher_information(mixture, base),
         fisher_information(mixture, base, kind="monte_carlo", num_samples=64,
                            key=jax.random.key(4)),
@@ -111,6 +124,7 @@ def results():
 EXPECTED = [
     "FitResult", "BICResult", "LaplaceResult", "RLCTResult", "WBICResult", "FreeEnergyResult",
     "ComparisonResult", "LLCResult", "CalibrationResult", "LLCTable", "LLCTrajectory",
+    "LossKernelResult", "BIFResult", "SusceptibilityResult",
     "FisherResult",
     "FisherResult.monte_carlo", "FisherScan", "FisherScan.exact", "SBICResult",
     "LanczosSpectrum", "FisherSummary",

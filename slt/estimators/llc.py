@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import warnings
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
@@ -46,14 +45,21 @@ from slt.estimators.local_run import (
 )
 from slt.problem import Params, Problem
 from slt.results import Persistable
-from slt.samplers.local_chains import configurational_temperature, run_chains
+from slt.samplers.local_chains import (
+    ChainTrace,
+    Observables,
+    configurational_temperature,
+    run_chains,
+)
 from slt.validation import (
     InputError,
     require_instance,
     require_step_size,
+    warn_caller,
 )
 
-__all__ = ["LLC_DEFAULTS", "LLCResult", "LocalPart", "llc", "llc_settings", "local_llcs"]
+__all__ = ["LLC_DEFAULTS", "LLCResult", "LocalPart", "llc", "llc_settings", "local_llcs",
+           "local_runs"]
 
 # Acceptance below this, or more than this fraction of draws under L_n(w*), earns a warning.
 LOW_ACCEPTANCE = 0.5
@@ -410,7 +416,14 @@ class LocalPart(NamedTuple):
     step_size: float
 
 
-def local_llcs(  # the settings of llc, batched; see llc's Args
+def local_llcs(problem: Problem, centers: list[Params], parts: list[LocalPart], key: jax.Array,
+               **settings) -> list[LLCResult]:
+    """lambda_hat for several parts (centres, restrictions, step sizes) in one compiled run:
+    `local_runs`' results without their traces (same arguments)."""
+    return [result for result, _ in local_runs(problem, centers, parts, key, **settings)]
+
+
+def local_runs(  # the settings of llc, batched; see llc's Args
     problem: Problem,
     centers: list[Params],
     parts: list[LocalPart],
@@ -432,8 +445,10 @@ def local_llcs(  # the settings of llc, batched; see llc's Args
     checkpoint,
     extrapolate: bool,
     notes: tuple[str, ...] = (),
-) -> list[LLCResult]:
-    """lambda_hat for several parts (centres, restrictions, step sizes) in one compiled run.
+    observables: Observables | None = None,
+) -> list[tuple[LLCResult, ChainTrace]]:
+    """lambda_hat for several parts (centres, restrictions, step sizes) in one compiled run,
+    with each part's chains.
 
     Every part gets `num_chains` chains; all chains of all parts are vmapped in one
     `run_chains` program (the centres, masks and step sizes are its runtime arguments), and
@@ -442,13 +457,16 @@ def local_llcs(  # the settings of llc, batched; see llc's Args
     again at half its step with twice the warmup (`llc`'s Args), and a part whose chains
     had not settled (`drifting`) at the same step with twice the warmup, all such parts
     together, at most `AUTO_HALVINGS` times; not with a checkpoint (the file belongs to one
-    run). `notes` start every part's warnings. `llc` is the case of one part.
+    run). `notes` start every part's warnings. `llc` is the case of one part. `observables`
+    (`slt.samplers.local_chains.Observables`, its `start` set here to the warmup of each
+    run) are summarised along every chain (`slt.estimators.observed`).
 
     Returns:
-      One `LLCResult` per part, in order.
+      One (`LLCResult`, the `ChainTrace` of its chains: warmup included, `moments` with
+      `observables`) per part, in order.
     """
     parts = list(parts)
-    results: list[LLCResult | None] = [None] * len(parts)
+    results: list[tuple[LLCResult, ChainTrace] | None] = [None] * len(parts)
     repeats = [0] * len(parts)
     notes: list[list[str]] = [list(notes) for _ in parts]
     pending = list(range(len(parts)))
@@ -459,6 +477,7 @@ def local_llcs(  # the settings of llc, batched; see llc's Args
             batch_size=batch_size, preconditioner=preconditioner, include_prior=include_prior,
             mala_every=mala_every, chunk_size=chunk_size, progress=progress,
             description=description, checkpoint=checkpoint, extrapolate=extrapolate,
+            observables=None if observables is None else observables._replace(start=num_warmup),
         )
         repeat = []
         for row, index in enumerate(pending):
@@ -482,7 +501,7 @@ def local_llcs(  # the settings of llc, batched; see llc's Args
                 gamma=float(gamma), batch_size=batch_size, preconditioner=preconditioner,
                 num_warmup=num_warmup, extrapolated=bool(extrapolate), notes=notes[index],
                 sampled_weights=problem.dim if part.mask is None else int(part.mask.sum()),
-            )
+            ), own
         pending, num_warmup = repeat, 2 * num_warmup
     return results
 
@@ -518,6 +537,8 @@ def _chains_of(trace, rows: slice, center: int):
     return trace._replace(
         **{name: getattr(trace, name)[rows] for name in per_chain},
         center_full_loss=float(np.ravel(full_loss)[center]),
+        moments=None if trace.moments is None else type(trace.moments)(
+            *(field[rows] for field in trace.moments)),
     )
 
 
@@ -640,10 +661,11 @@ def summarise_trace(
 
 def _with_warnings(result: LLCResult, kept: np.ndarray, notes) -> LLCResult:
     """`result` with its warnings: `notes`, then what its diagnostics earn (`_diagnostics`),
-    each also issued as a Python warning (attributed to the caller of `llc`)."""
+    each also issued as a Python warning (attributed to the caller of `llc`, `llc_table`,
+    ...: `warn_caller`)."""
     messages = [*notes, *_diagnostics(result, kept)]
     for message in messages:
-        warnings.warn(message, stacklevel=5)
+        warn_caller(message)
     return replace(result, warnings=tuple(messages))
 
 

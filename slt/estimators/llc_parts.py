@@ -32,7 +32,7 @@ from slt.estimators.llc import (
     LocalPart,
     calibrated_step_size,
     llc_settings,
-    local_llcs,
+    local_runs,
     run_settings,
     with_settling_warmup,
 )
@@ -40,9 +40,10 @@ from slt.estimators.local_run import restriction_mask
 from slt.prediction import leaf_names
 from slt.problem import Params, Problem
 from slt.results import Persistable
+from slt.samplers.local_chains import ChainTrace
 from slt.validation import InputError, require_instance
 
-__all__ = ["LLCTable", "leaf_parts", "llc_table"]
+__all__ = ["LLCTable", "leaf_parts", "llc_table", "part_runs"]
 
 
 @dataclass(frozen=True)
@@ -140,10 +141,35 @@ def llc_table(
         "parts", parts, dict, "a dict {name: mask shaped like params}")
     if not parts:
         raise InputError("parts is empty: give at least one {name: mask}")
-    masks = {}
+    runs = part_runs(problem, params, key, settings, parts, description="llc table")
+    return LLCTable(parts=tuple(parts), results=tuple(result for result, _ in runs))
+
+
+def part_runs(problem: Problem, params: Params, key: jax.Array, settings: dict,
+              parts: dict[str, Params | None], *, description: str, observables=None
+              ) -> list[tuple[LLCResult, ChainTrace]]:
+    """The local runs of several parts of a network around w* = `params`, in one program.
+
+    Args:
+      problem, params, key: as for `slt.llc`.
+      settings: resolved `llc_settings`.
+      parts: {name: restrict_to} (a mask as `llc`'s `restrict_to`, or None: every weight).
+        With step_size="auto" each part is calibrated on its own (`llc_calibrate` with its
+        mask, keys folded from one calibration key) and the warmup raised to what the
+        calibrations needed (a note in every result's warnings).
+      description: the progress bar's label.
+      observables: summarised along every chain (`local_runs`).
+
+    Returns:
+      One (`LLCResult`, `ChainTrace` of its chains) per part, in order (`local_runs`).
+
+    Raises:
+      InputError: a mask `restriction_mask` refuses (the message names the part).
+    """
+    masks = []
     for name, part in parts.items():
         try:
-            masks[name] = restriction_mask(problem, params, part)
+            masks.append(restriction_mask(problem, params, part))
         except InputError as error:
             raise InputError(f"part {name!r}: {error}") from None
     step_sizes, notes = [settings["step_size"]] * len(parts), ()
@@ -155,11 +181,10 @@ def llc_table(
             for index, part in enumerate(parts.values())
         ), strict=True)
         settings, notes = with_settling_warmup(settings, settle)
-    results = local_llcs(
+    return local_runs(
         problem, [params],
-        [LocalPart(0, mask, float(step)) for mask, step in zip(masks.values(), step_sizes,
-                                                                strict=True)],
-        key, description="llc table", notes=notes, **run_settings(settings),
+        [LocalPart(0, mask, float(step)) for mask, step in zip(masks, step_sizes, strict=True)],
+        key, description=description, notes=notes, observables=observables,
+        **run_settings(settings),
     )
-    return LLCTable(parts=tuple(parts), results=tuple(results))
 

@@ -32,6 +32,19 @@ coordinates (a 0/1 mask per chain: the weight-refined LLC, `slt.llc(restrict_to=
 `slt.llc_table`); the centres, the chain-to-centre map and the masks are arguments of the
 compiled program, so every centre and every restriction of a model shares one program.
 
+Observables (`observables=`): per-example losses l_i(w) = -log p(z_i | w) of given examples
+(training examples, a query set, or both), evaluated at the chains' positions every `every`-th
+step from `start` (the end of the warmup) and summarised on device, per chain, as streaming
+means, variances and co-moments (`slt.samplers.moments`: Welford's update in the scan's carry):
+memory O(p q) per chain for p and q observables, never one value per draw and example. Each
+side may be a linear readout of the losses (a matrix R: R l, e.g. the mean loss of a subset).
+The step counter decides when to observe; it is the same for every chain, so the observation
+is a `lax.cond` outside the vmap over chains and costs nothing at the other steps (a
+per-chain predicate would become a select that evaluates the losses at every step); a
+diverged chain stops adding draws. The summaries are part of the carry, so checkpoints save
+and resume them. Without observables the program is the one it was before (bitwise the same
+numbers).
+
 Randomness: chain c uses `fold_in(split(key, num_chains)[c], step)`, so the draws do not
 depend on chunking or on the number of devices.
 
@@ -57,12 +70,39 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from slt import compile_cache
 from slt.problem import Problem
+from slt.samplers import moments
 from slt.samplers.checkpoint import Checkpoint, join_records
 from slt.samplers.runner import ProgressBar, run_units
 from slt.samplers.sgld import SGLDState, mala_log_acceptance, sgld
 from slt.samplers.shuffle import epoch_indices
 
-__all__ = ["ChainTrace", "run_chains", "divergence_threshold", "configurational_temperature"]
+__all__ = [
+    "ChainTrace", "Observables", "run_chains", "divergence_threshold",
+    "configurational_temperature",
+]
+
+
+class Observables(NamedTuple):
+    """What `run_chains` observes along the chains (module doc): the streaming moments of
+    x = R_x l_X(w) and y = R_y l_Y(w), l_X(w) the per-example losses -log p(z | w) of the
+    examples `x_examples` (a batch in the problem's data format, `Problem.take`) and l_Y those
+    of `y_examples`.
+
+    x_examples: the first set of examples (n_x of them).
+    y_examples: the second set (n_y), or None: then l_Y = l_X (one evaluation; with no
+      readouts the summary holds the auto co-moment of l_X, n_x by n_x).
+    x_readout, y_readout: None (the losses themselves) or a matrix of shape (p, n_x), resp.
+      (q, n_y): the observables are the linear combinations R l (subset means, ...).
+    start: the first step observed (the warmup: observations are draws of the local
+      posterior); every: observe every this many steps from `start`.
+    """
+
+    x_examples: dict
+    y_examples: dict | None = None
+    x_readout: np.ndarray | None = None
+    y_readout: np.ndarray | None = None
+    start: int = 0
+    every: int = 1
 
 
 class ChainTrace(NamedTuple):
@@ -87,6 +127,8 @@ class ChainTrace(NamedTuple):
     final_position: the last position of every chain (flat; with `extrapolate`, the eps / 2
       twin's).
     compile_time, run_time: seconds (compile time 0 when the program was cached).
+    moments: with `observables`, the `slt.samplers.moments.Moments` of every chain (leading
+      axis: chain; host arrays) of the draws it made before it diverged; None otherwise.
     """
 
     loss: np.ndarray
@@ -100,6 +142,7 @@ class ChainTrace(NamedTuple):
     final_position: np.ndarray
     compile_time: float
     run_time: float
+    moments: moments.Moments | None = None
 
 
 def divergence_threshold(dim: int) -> float:
@@ -160,9 +203,10 @@ class _Config(NamedTuple):
 class _Carry(NamedTuple):
     sgld: SGLDState
     diverged_at: jax.Array
+    observed: moments.Moments | None = None  # with observables: the per-chain summaries
 
 
-def run_chains(  # 17 user parameters (Args), flat for help(); 33/122 lines docstring
+def run_chains(  # 18 user parameters (Args), flat for help(); 33/122 lines docstring
     problem: Problem,
     center,
     key: jax.Array,
@@ -183,6 +227,7 @@ def run_chains(  # 17 user parameters (Args), flat for help(); 33/122 lines docs
     extrapolate: bool = False,
     mask=None,
     center_of_chain=None,
+    observables: Observables | None = None,
 ) -> ChainTrace:
     """Run `num_chains` SGLD chains for `num_steps` steps from `center` (see module doc).
 
@@ -217,12 +262,17 @@ def run_chains(  # 17 user parameters (Args), flat for help(); 33/122 lines docs
         configurational temperature are then those of the restricted chains.
       center_of_chain: with several centres, the index of each chain's centre in `center`
         (integers, shape (num_chains,)).
+      observables: per-example losses to summarise along the chains (`Observables`, module
+        doc; not with `extrapolate`); the trace's `moments` then holds every chain's summary.
 
     Raises:
       slt.samplers.checkpoint.Interrupted: a KeyboardInterrupt during a checkpointed run (the
         chunks before the one in progress are saved; `slt.samplers.runner`).
       slt.samplers.checkpoint.CheckpointError: the file at `checkpoint` is from another run.
     """
+    if observables is not None and extrapolate:
+        raise ValueError("observables are summarised per chain; a twin pair's Richardson "
+                         "combination of them is not supported: use extrapolate=False")
     num_steps = int(num_steps)
     chunk_size = max(1, min(int(chunk_size), num_steps))
     config = _Config(
@@ -250,6 +300,8 @@ def run_chains(  # 17 user parameters (Args), flat for help(); 33/122 lines docs
         config = config._replace(num_chains=2 * config.num_chains)
         per_chain = _with_twins(per_chain)
     chain_keys = jax.random.split(key, config.num_chains)
+    observed = () if observables is None else (
+        _observation_arguments(observables, dtype, num_steps),)
     store = Checkpoint(
         checkpoint, "run_chains", **config._asdict(), num_steps=num_steps, key=key,
         center=centers if several else centers[0], step_size=per_chain[0], gamma=per_chain[1],
@@ -257,8 +309,9 @@ def run_chains(  # 17 user parameters (Args), flat for help(); 33/122 lines docs
         reference_loss=center_full_loss if several else float(center_full_loss[0]),
         **({"center_of_chain": per_chain[3]} if several else {}),
         **({"mask": per_chain[4]} if mask is not None else {}),
+        **({"observables": observed[0]} if observed else {}),
     )
-    resumed = store.resume(_initial_carry(config, centers[per_chain[3]]))
+    resumed = store.resume(_initial_carry(config, centers[per_chain[3]], *observed))
     shared = (centers, center_losses, center_full_loss, problem.data)
     sharding = _chain_sharding(config.num_chains)
     # across processes, the arguments every chain reads are placed on all devices too
@@ -271,18 +324,18 @@ def run_chains(  # 17 user parameters (Args), flat for help(); 33/122 lines docs
                 raise ValueError("checkpoint files are written by one process: run a "
                                  "checkpointed sampler in a single process")
             replicated = NamedSharding(sharding.mesh, PartitionSpec())
-            shared = _place(shared, replicated)
+            shared, observed = _place((shared, observed), replicated)
     arguments = (resumed.state, chain_keys, per_chain, *shared)
 
     start = time.perf_counter()
-    compiled, was_cached = _compile(config, arguments)
+    compiled, was_cached = _compile(config, arguments, observed)
     compile_time = 0.0 if was_cached else time.perf_counter() - start
 
     def advance(carry, chunk):
         first_step = jnp.asarray(chunk * chunk_size)
         if replicated is not None:
             first_step = _place(first_step, replicated)
-        carry, recorded = compiled(carry, *arguments[1:], first_step)
+        carry, recorded = compiled(carry, *arguments[1:], first_step, *observed)
         return carry, _to_host(recorded)
 
     num_chunks = -(-num_steps // chunk_size)
@@ -307,6 +360,7 @@ def run_chains(  # 17 user parameters (Args), flat for help(); 33/122 lines docs
         final_position=_to_host(carry.sgld.position),
         compile_time=compile_time,
         run_time=run_time,
+        moments=None if carry.observed is None else _to_host(carry.observed),
     )
     return _combine_twins(trace) if extrapolate else trace
 
@@ -352,11 +406,52 @@ def _combine_twins(trace: ChainTrace) -> ChainTrace:
     )
 
 
-def _initial_carry(config: _Config, position) -> _Carry:
-    """Every chain at its centre (`position`: (num_chains, d)), none diverged."""
+def _initial_carry(config: _Config, position, watch: _Watch | None = None) -> _Carry:
+    """Every chain at its centre (`position`: (num_chains, d)), none diverged, nothing
+    observed yet (with `watch`, the observation arguments)."""
+    observed = None
+    if watch is not None:
+        sizes = [len(next(iter(examples.values()))) if readout is None else readout.shape[0]
+                 for examples, readout in ((watch.x_examples, watch.x_readout),
+                                           (watch.y_examples or watch.x_examples,
+                                            watch.y_readout))]
+        observed = moments.zeros((config.num_chains,), *sizes, position.dtype)
     return _Carry(
         sgld=jax.vmap(sgld(config.preconditioner).init)(position),
         diverged_at=jnp.full((config.num_chains,), -1, jnp.int32),
+        observed=observed,
+    )
+
+
+class _Watch(NamedTuple):
+    """`Observables` as arguments of the chunk program, and `stop`: the number of steps of the
+    run (its last chunk may run past it; those steps are not observed)."""
+
+    x_examples: dict
+    y_examples: dict | None
+    x_readout: jax.Array | None
+    y_readout: jax.Array | None
+    start: jax.Array
+    every: jax.Array
+    stop: jax.Array
+
+
+def _observation_arguments(observables: Observables, dtype, num_steps: int) -> _Watch:
+    """`observables` as arguments of the chunk program: device arrays, the readouts in the
+    chains' dtype, start, every and the run's length as integer scalars (runtime values: one
+    program serves every warmup and run length)."""
+    def readout(matrix):
+        return None if matrix is None else jnp.asarray(matrix, dtype)
+
+    return _Watch(
+        x_examples={name: jnp.asarray(v) for name, v in observables.x_examples.items()},
+        y_examples=None if observables.y_examples is None else {
+            name: jnp.asarray(v) for name, v in observables.y_examples.items()},
+        x_readout=readout(observables.x_readout),
+        y_readout=readout(observables.y_readout),
+        start=jnp.asarray(int(observables.start)),
+        every=jnp.asarray(max(int(observables.every), 1)),
+        stop=jnp.asarray(num_steps),
     )
 
 
@@ -395,10 +490,11 @@ def _chain_sharding(num_chains: int):
     return NamedSharding(Mesh(np.array(devices), ("chains",)), PartitionSpec("chains"))
 
 
-def _compile(config: _Config, arguments):
+def _compile(config: _Config, arguments, observed: tuple):
     """(The chunk program for `config` and these argument shapes/shardings, whether it was
-    already compiled): one per configuration, kept with the problem (`slt.compile_cache`)."""
-    leaves, structure = jax.tree.flatten(arguments)
+    already compiled): one per configuration, kept with the problem (`slt.compile_cache`).
+    `observed`: () or (the observation arguments,), passed after the first step."""
+    leaves, structure = jax.tree.flatten((arguments, observed))
     signature = (
         "sgld chunk", config._replace(problem=None), structure,
         tuple((a.shape, a.dtype, a.sharding) for a in leaves),
@@ -406,13 +502,33 @@ def _compile(config: _Config, arguments):
     return compile_cache.compiled_for(
         config.problem, signature,
         lambda: jax.jit(functools.partial(_run_chunk, config)).lower(
-            *arguments, jnp.asarray(0)).compile(),
+            *arguments, jnp.asarray(0), *observed).compile(),
     )
 
 
 def compile_count() -> int:
     """How many chunk programs have been compiled in this process (for recompilation tests)."""
     return compile_cache.compile_count("sgld chunk")
+
+
+def _observation(problem: Problem, watch: _Watch):
+    """observe(summaries, positions, keep) -> the per-chain summaries updated with the
+    observables x = R_x l_X(w), y = R_y l_Y(w) at every chain's position (module doc), where
+    `keep` (per chain) holds."""
+    def losses(flat, examples):
+        return -problem.loglik(problem.unravel(flat), examples).astype(flat.dtype)
+
+    def observables(flat):
+        first = losses(flat, watch.x_examples)
+        second = first if watch.y_examples is None else losses(flat, watch.y_examples)
+        x = first if watch.x_readout is None else watch.x_readout @ first
+        y = second if watch.y_readout is None else watch.y_readout @ second
+        return x, y
+
+    def observe(summaries, positions, keep):
+        return moments.update(summaries, *jax.vmap(observables)(positions), keep)
+
+    return observe
 
 
 def _local_log_target(problem: Problem, include_prior: bool):
@@ -477,12 +593,14 @@ def _run_chunk(
     reference_losses,
     data,
     first_step,
+    watch: _Watch | None = None,
 ):
     """`chunk_size` SGLD steps of every chain from `first_step`. The data are an argument (not
     constants of the compiled program): compile time and memory do not grow with them; so are
     the centres (one row each; `per_chain` holds each chain's index into them, and its mask:
     every chain is restricted, to all coordinates when unrestricted, so that a restriction to
-    every weight is bitwise the unrestricted run)."""
+    every weight is bitwise the unrestricted run), and the observed examples (`watch`; None:
+    nothing observed, and nothing of it in the program)."""
     problem = config.problem
     steps_per_epoch = problem.n // config.batch_size
     threshold = divergence_threshold(problem.dim)
@@ -541,7 +659,17 @@ def _run_chunk(
             carry.sgld, carry.diverged_at, chain_keys, per_chain, chain_centers,
             chain_references, step
         )
-        return _Carry(state, diverged_at), record
+        observed = carry.observed
+        if watch is not None:  # the draw w_t of every chain that had not diverged by step t
+            due = ((step >= watch.start) & (step < watch.stop)
+                   & ((step - watch.start) % watch.every == 0))
+            observed = jax.lax.cond(
+                due, lambda: observe(observed, carry.sgld.position, diverged_at < 0),
+                lambda: observed,
+            )
+        return _Carry(state, diverged_at, observed), record
+
+    observe = None if watch is None else _observation(problem, watch)
 
     steps = first_step + jnp.arange(config.chunk_size)
     carry, records = jax.lax.scan(scan_step, carry, steps)

@@ -252,3 +252,80 @@ def test_the_chunk_program_takes_the_data_as_an_argument(key):
                gamma=1.0, nbeta=1.0, batch_size=100, mala_every=2, progress=False)
     compiled = next(reversed(compile_cache._PROGRAMS[problem].values()))
     assert compiled.memory_analysis().argument_size_in_bytes >= x.nbytes
+
+
+def _exponential_problem(n=6):
+    """l_i(w) = c_i exp(w) with c_i > 0: on the full batch L_b(w_t) = mean(c) exp(w_t), so
+    every draw's per-example losses c_i L_b(w_t) / mean(c) can be read off the loss trace."""
+    scales = np.linspace(0.5, 2.0, n)
+    problem = Problem.from_loss(lambda p, b: b["c"] * jnp.exp(p["w"]), {"w": jnp.zeros(())},
+                                {"c": scales})
+    return problem, scales
+
+
+OBSERVED_RUN = dict(num_chains=3, num_steps=45, step_size=0.05, gamma=1.0, nbeta=4.0,
+                    batch_size=6, mala_every=0, chunk_size=10, progress=False)
+
+
+def test_observed_moments_are_those_of_the_draws_after_warmup(key):
+    """The streamed moments equal NumPy's over the draws the schedule selects (steps 7, 10, ...,
+    43 of 45: from `start`, every 3rd, none from the last chunk's steps past the run), with a
+    second example set read out through a matrix; observing does not change the chains."""
+    from slt.samplers import moments
+    from slt.samplers.local_chains import Observables
+
+    problem, scales = _exponential_problem()
+    center = {"w": jnp.zeros(())}
+    other = {"c": np.array([3.0, 0.25])}
+    readout = np.array([[1.0, -1.0], [0.5, 0.5], [0.0, 2.0]])
+    observables = Observables(problem.take(jnp.array([0, 5, 2])), other, y_readout=readout,
+                              start=7, every=3)
+    plain = run_chains(problem, center, key, **OBSERVED_RUN)
+    trace = run_chains(problem, center, key, observables=observables, **OBSERVED_RUN)
+    for name in ("loss", "center_loss", "distance", "final_position"):
+        np.testing.assert_array_equal(getattr(trace, name), getattr(plain, name))
+    assert plain.moments is None
+    exp_w = trace.loss[:, 7:45:3] / scales.mean()  # (chain, draw)
+    x = exp_w[..., None] * scales[[0, 5, 2]]
+    y = (exp_w[..., None] * other["c"]) @ readout.T
+    summary = trace.moments
+    np.testing.assert_array_equal(summary.count, [13, 13, 13])
+    for chain in range(3):
+        np.testing.assert_allclose(summary.mean_x[chain], x[chain].mean(0), rtol=1e-12)
+        np.testing.assert_allclose(summary.mean_y[chain], y[chain].mean(0), rtol=1e-12)
+        np.testing.assert_allclose(
+            moments.covariance(summary)[chain],
+            np.cov(x[chain].T, y[chain].T)[:3, 3:], rtol=1e-9, atol=1e-14)
+    with pytest.raises(ValueError, match="extrapolate=False"):
+        run_chains(problem, center, key, observables=observables, extrapolate=True,
+                   **OBSERVED_RUN)
+
+
+def test_observed_moments_resume_from_a_checkpoint_bitwise(key, tmp_path, monkeypatch):
+    """A run stopped after two chunks resumes from its checkpoint to the bitwise same
+    summaries (they are part of the saved carry)."""
+    from slt.samplers.checkpoint import Checkpoint, Interrupted
+    from slt.samplers.local_chains import Observables
+
+    problem, _ = _exponential_problem()
+    center, path = {"w": jnp.zeros(())}, tmp_path / "run.npz"
+    observables = Observables(problem.take(jnp.arange(4)), start=5, every=2)
+    whole = run_chains(problem, center, key, observables=observables, **OBSERVED_RUN)
+    save, saves = Checkpoint.save, []
+
+    def stop_after_two(self, *args, **kwargs):
+        if len(saves) == 2:
+            raise KeyboardInterrupt
+        saves.append(kwargs["units_done"])
+        save(self, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Checkpoint, "save", stop_after_two)
+        with pytest.raises(Interrupted):
+            run_chains(problem, center, key, observables=observables, checkpoint=path,
+                       **OBSERVED_RUN)
+    resumed = run_chains(problem, center, key, observables=observables, checkpoint=path,
+                         **OBSERVED_RUN)
+    for got, expected in zip(resumed.moments, whole.moments, strict=True):
+        np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(resumed.loss, whole.loss)

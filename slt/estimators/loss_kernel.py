@@ -1,0 +1,215 @@
+"""Per-example loss statistics of the local posterior: the loss gain and the loss kernel.
+
+For examples z_1..z_m (training examples or any others in the data's format) with per-example
+losses l_i(w) = -log p(y_i | x_i, w) (constants included), under `slt.llc`'s local posterior
+
+    pi(w) ∝ exp(-n beta L_n(w) - (gamma / 2) ||w - w*||^2),
+
+    loss gain   g_i = E_pi[l_i(w)] - l_i(w*),
+    loss kernel K_ij = Cov_pi(l_i(w), l_j(w)),   and its correlation K_ij / sqrt(K_ii K_jj).
+
+The loss gain is how much the loss of one example rises when the weights move as the posterior
+lets them: large for difficult, atypical or mislabelled examples, whose fit w* holds only
+narrowly (summed over the training set and times n beta it is lambda_hat: n beta mean_i g_i =
+lambda_hat for the training examples). The kernel says which examples the network treats
+alike: their losses rise and fall together across the posterior. Near a regular minimum, with
+Sigma the posterior covariance of w, K_ij ≈ grad l_i^T Sigma grad l_j and g_i ≈
+(1/2) tr(Hess l_i Sigma) + grad l_i^T (E w - w*) (to second order).
+
+Both come from one run of `llc`'s chains that evaluates the examples' losses every `every`-th
+draw after the warmup and keeps, per chain and on device, the streaming means and co-moments
+(`slt.samplers.moments`): memory m^2 per chain, whatever the number of draws. Standard errors
+and R-hat are between chains (`slt.estimators.observed`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import jax
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from slt.estimators.llc import LLCResult
+from slt.estimators.observed import (
+    between_chains,
+    cluster_order,
+    example_batch,
+    losses_at,
+    observation_warnings,
+    observed_runs,
+    rhat,
+)
+from slt.problem import Params, Problem, require_problem
+from slt.results import Persistable
+from slt.samplers import moments
+from slt.samplers.local_chains import Observables
+from slt.validation import require_params
+
+__all__ = ["LossKernelResult", "loss_kernel"]
+
+
+@dataclass(frozen=True)
+class LossKernelResult(Persistable):
+    """The loss gain and loss kernel of a set of examples (module doc).
+
+    Attributes:
+      indices: the examples' indices in the training data; None when they were given as data.
+      loss_at_center: l_i(w*), shape (m,).
+      loss_gain: E[l_i(w)] - l_i(w*) over all draws of the chains that did not diverge.
+      loss_gain_std_error: its standard error between chains.
+      covariance: the loss kernel K_ij = Cov(l_i(w), l_j(w)), shape (m, m) (the draws of all
+        chains pooled, each chain's deviations from its own mean plus the spread of the chain
+        means: Chan et al.'s merge).
+      covariance_std_error: its standard error between chains, entrywise.
+      correlation: K_ij / sqrt(K_ii K_jj).
+      rhat: R-hat of every example's loss (Gelman-Rubin from the chains' means and variances).
+      num_samples: draws observed per chain; every: observed every this many steps.
+      moments: the chains' streaming summaries (`slt.samplers.moments.Moments`, leading axis
+        chain; x = y = the losses), from which everything above is computed.
+      run: the `LLCResult` of the run (lambda_hat, step size, n beta, diagnostics).
+      warnings: the run's warnings, and R-hat above 1.1.
+    """
+
+    indices: np.ndarray | None
+    loss_at_center: np.ndarray
+    loss_gain: np.ndarray
+    loss_gain_std_error: np.ndarray
+    covariance: np.ndarray = field(repr=False)
+    covariance_std_error: np.ndarray = field(repr=False)
+    correlation: np.ndarray = field(repr=False)
+    rhat: np.ndarray = field(repr=False)
+    num_samples: int
+    every: int
+    moments: moments.Moments = field(repr=False)
+    run: LLCResult = field(repr=False)
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def num_chains(self) -> int:
+        return int(self.moments.count.shape[0])
+
+    @property
+    def labels(self) -> np.ndarray:
+        """The examples' names: training indices, or positions in the given data."""
+        return np.arange(len(self.loss_gain)) if self.indices is None else self.indices
+
+    def summary(self) -> pd.DataFrame:
+        """One row per example (index: `labels`): l_i(w*), loss gain, its se, R-hat."""
+        return pd.DataFrame(
+            {"loss_at_center": self.loss_at_center, "loss_gain": self.loss_gain,
+             "se": self.loss_gain_std_error, "rhat": self.rhat},
+            index=pd.Index(self.labels, name="example"),
+        )
+
+    def hardest(self, k: int = 10) -> pd.DataFrame:
+        """The k examples of largest loss gain (`summary` rows, largest first)."""
+        return self.summary().nlargest(k, "loss_gain")
+
+    def order(self) -> np.ndarray:
+        """The examples in the order of a hierarchical clustering of the kernel's correlation
+        (`cluster_order`): examples the network treats alike end up next to each other."""
+        return cluster_order(self.correlation)
+
+    def to_xarray(self) -> xr.Dataset:
+        """Per-example values over dim ``example``, the matrices over (example, other)."""
+        pair = ("example", "other")
+        return xr.Dataset(
+            {"loss_at_center": ("example", self.loss_at_center),
+             "loss_gain": ("example", self.loss_gain),
+             "loss_gain_std_error": ("example", self.loss_gain_std_error),
+             "rhat": ("example", self.rhat),
+             "covariance": (pair, self.covariance),
+             "covariance_std_error": (pair, self.covariance_std_error),
+             "correlation": (pair, self.correlation)},
+            coords={"example": self.labels, "other": self.labels},
+            attrs={"num_chains": self.num_chains, "num_samples": self.num_samples,
+                   "every": self.every, "nbeta": self.run.nbeta, "llc": self.run.llc_mean},
+        )
+
+    def plot(self, **kwargs):
+        """The kernel's correlation as a heat map, examples ordered by `order`, beside their
+        loss gains (+-2 standard errors); returns the figure."""
+        from slt.plots.influence import plot_loss_kernel
+
+        return plot_loss_kernel(self, **kwargs)
+
+    def __repr__(self) -> str:
+        flags = "" if not self.warnings else f", {len(self.warnings)} warning(s)"
+        hardest = int(np.argmax(self.loss_gain))
+        return (f"LossKernelResult(examples={len(self.loss_gain)}, chains={self.num_chains}, "
+                f"draws={self.num_samples}, largest loss gain {self.loss_gain[hardest]:.3g} "
+                f"± {self.loss_gain_std_error[hardest]:.2g} at example "
+                f"{int(self.labels[hardest])}{flags})")
+
+
+def loss_kernel(
+    problem: Problem,
+    params: Params,
+    key: jax.Array,
+    examples=None,
+    *,
+    every: int = 1,
+    **options,
+) -> LossKernelResult:
+    """The loss gain E[l_i(w)] - l_i(w*) and the loss kernel Cov(l_i(w), l_j(w)) of examples
+    under the local posterior around w* (module doc).
+
+    Args:
+      problem, params, key: as for `slt.llc` (params = w*, a trained network or an MLE).
+      examples: None (every training example: memory n^2 per chain), a 1-D array of indices
+        into the training data, or a dict of arrays in the data's format (other examples).
+      every: observe the losses every this many steps after the warmup (each observation is
+        one forward pass over the examples).
+      **options: `llc`'s keyword arguments (num_chains, num_samples, num_warmup,
+        step_size="auto", gamma, nbeta, batch_size, ...; extrapolate excepted): the same
+        chains, calibration and diagnostics.
+
+    Returns:
+      A `LossKernelResult`.
+
+    Raises:
+      InputError (a ValueError): as for `llc`; examples empty, out of range or not in the
+        data's format; a loss not finite at params; extrapolate=True.
+      FloatingPointError: every chain diverged.
+
+    Example:
+      >>> kernel = slt.loss_kernel(problem, params, key, np.arange(4), step_size=1e-2,
+      ...                          num_samples=400, num_warmup=100, mala_every=0,
+      ...                          progress=False)
+      >>> kernel.covariance.shape, bool(np.all(np.diag(kernel.covariance) > 0))
+      ((4, 4), True)
+    """
+    require_problem(problem)
+    require_params(problem, params)
+    batch, indices = example_batch(problem, examples, "examples")
+    at_center = losses_at(problem, params, batch, "examples")
+    ((run, chains),) = observed_runs(problem, params, key, options,
+                                     observables=Observables(batch), every=every,
+                                     description="loss kernel")
+    pooled = moments.combine(chains)
+    per_chain_variance = moments.variances(chains)[0]
+    rhats = rhat(chains.count, chains.mean_x, per_chain_variance)
+    return LossKernelResult(
+        indices=indices,
+        loss_at_center=at_center,
+        loss_gain=pooled.mean_x - at_center,
+        loss_gain_std_error=between_chains(np.asarray(chains.mean_x, np.float64)),
+        covariance=_symmetric(moments.covariance(pooled)),
+        covariance_std_error=between_chains(_symmetric(moments.covariance(chains))),
+        correlation=_symmetric(moments.correlation(pooled)),
+        rhat=rhats,
+        num_samples=int(np.min(chains.count)),
+        every=int(every),
+        moments=chains,
+        run=run,
+        warnings=observation_warnings(run, {"example losses": rhats}),
+    )
+
+
+def _symmetric(matrices: np.ndarray) -> np.ndarray:
+    """(M + M^T) / 2 over the last two axes: Welford's co-moment of a vector with itself is
+    symmetric up to rounding (d_x (x - mean')^T, rounded in the chains' dtype); the kernel is
+    symmetric exactly."""
+    return (matrices + np.swapaxes(matrices, -1, -2)) / 2

@@ -1,0 +1,198 @@
+"""What `loss_kernel`, `bif` and `susceptibilities` share: examples given by the user as
+batches, the local run that observes their losses, and the statistics of its per-chain
+summaries.
+
+All three read per-example losses l_i(w) = -log p(y_i | x_i, w) (the problem's convention:
+with constants, one example each) along the chains of `slt.llc`'s local posterior
+
+    pi(w) ∝ exp(-n beta L_n(w) - (gamma / 2) ||w - w*||^2),
+
+summarised on device per chain (`slt.samplers.local_chains.Observables`,
+`slt.samplers.moments`). The run is `llc`'s (`slt.estimators.llc_parts.part_runs`): the same
+options, calibration (step_size="auto"), n beta default, masks, diagnostics and warnings; its
+`LLCResult` travels with every result as `run` (lambda_hat comes for free).
+
+Standard errors are between chains: a statistic theta (a mean, a covariance) is computed on
+every chain's draws alone, theta_c, and se = sd_c(theta_c) / sqrt(C) over the C chains that did
+not diverge; the estimate itself is computed on all their draws pooled (Chan et al.'s merge).
+This treats chains as independent replicates, so it needs no model of the autocorrelation
+within a chain, but it has C - 1 degrees of freedom: 4 chains (llc's default) give rough error
+bars; use 8 or more where the error bars matter. R-hat is Gelman and Rubin's (1992) from every
+chain's mean and variance of an observable (not split, not rank-normalised: those need the
+draws).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from slt.estimators.llc import LLCResult, llc_settings
+from slt.estimators.llc_parts import part_runs
+from slt.problem import Params, Problem
+from slt.samplers import moments
+from slt.samplers.local_chains import Observables
+from slt.validation import InputError, require_int, warn_caller
+
+__all__ = [
+    "MAX_RHAT",
+    "between_chains",
+    "cluster_order",
+    "example_batch",
+    "losses_at",
+    "observed_runs",
+    "observation_warnings",
+    "rhat",
+]
+
+# An observable whose R-hat exceeds this earns a warning (the usual threshold, as for llc).
+MAX_RHAT = 1.1
+
+
+def example_batch(problem: Problem, examples, name: str) -> tuple[dict, np.ndarray | None]:
+    """Examples as a batch in the problem's data format, and their indices in the training
+    data (None for examples given as data).
+
+    Args:
+      problem: the problem whose data format the examples take.
+      examples: None (every training example), a 1-D array of integer indices into the
+        training data, or a dict of arrays with the keys of `problem.data`, each with a leading
+        example axis and the training array's shape after it (a query set, a test set).
+      name: the argument's name, for error messages.
+
+    Raises:
+      InputError: no examples, an index out of range or not an integer, other keys, another
+        shape per example, arrays of different lengths, or non-finite values.
+    """
+    if examples is None:
+        return dict(problem.data), np.arange(problem.n)
+    if isinstance(examples, Mapping):
+        return _data_batch(problem, examples, name), None
+    indices = np.asarray(examples)
+    if indices.ndim != 1 or indices.dtype.kind not in "iu":
+        raise InputError(
+            f"{name} must be a 1-D array of integer indices into the training data or a dict "
+            f"of arrays with the data's keys {sorted(problem.data)}; got "
+            f"{indices.dtype} of shape {indices.shape}")
+    if indices.size == 0:
+        raise InputError(f"{name} is empty: give at least one example")
+    outside = (indices < 0) | (indices >= problem.n)
+    if outside.any():
+        raise InputError(f"{name} has index {int(indices[outside][0])} outside the training "
+                         f"data (n = {problem.n})")
+    return problem.take(jnp.asarray(indices)), indices
+
+
+def _data_batch(problem: Problem, examples: Mapping, name: str) -> dict:
+    """A dict of arrays checked against the problem's data format (`example_batch`)."""
+    if set(examples) != set(problem.data):
+        raise InputError(f"{name} has keys {sorted(examples)}; the problem's data have "
+                         f"{sorted(problem.data)}")
+    batch, lengths = {}, set()
+    for key, template in problem.data.items():
+        array = np.asarray(examples[key])
+        if array.ndim != template.ndim or array.shape[1:] != template.shape[1:]:
+            shape = ", ".join(["m", *map(str, template.shape[1:])])
+            raise InputError(f"{name}[{key!r}] has shape {array.shape}; examples of "
+                             f"data[{key!r}] have shape ({shape})")
+        if array.dtype.kind not in "biuf" or (
+                array.dtype.kind == "f" and not np.isfinite(array).all()):
+            raise InputError(f"{name}[{key!r}] must hold finite numbers")
+        lengths.add(array.shape[0])
+        batch[key] = jnp.asarray(array, template.dtype)
+    if len(lengths) > 1:
+        raise InputError(f"{name}'s arrays have different numbers of examples {sorted(lengths)}")
+    if lengths == {0}:
+        raise InputError(f"{name} is empty: give at least one example")
+    return batch
+
+
+def losses_at(problem: Problem, params: Params, batch: dict, name: str) -> np.ndarray:
+    """l_i(w*) = -log p(z_i | w*) of every example of `batch` (float64 NumPy); an InputError
+    naming `name` when one is not finite (the chains could not observe it)."""
+    values = np.asarray(-problem.loglik(params, batch), np.float64)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        raise InputError(f"the loss of {name} example {int(np.argmax(bad))} is not finite at "
+                         f"params ({values[bad][0]})")
+    return values
+
+
+def observed_runs(problem: Problem, params: Params, key: jax.Array, options: dict, *,
+                  observables: Observables, every: int, parts: dict | None = None,
+                  description: str) -> list[tuple[LLCResult, moments.Moments]]:
+    """`llc`'s local run (one per part) with `observables` summarised every `every` steps
+    after the warmup; per part, its `LLCResult` and the summaries of its chains that did not
+    diverge (leading axis: chain).
+
+    Args:
+      options: `llc`'s keyword arguments (validated by `llc_settings`); extrapolate=True is
+        refused (a twin pair's summaries do not combine).
+      parts: {name: restrict_to} (`part_runs`); None: one run of every weight.
+
+    Raises:
+      InputError: a bad option or `every`, extrapolate=True, or a bad mask.
+      FloatingPointError: every chain of a part diverged (`llc`).
+    """
+    settings = llc_settings(problem, params, key, options)
+    if settings["extrapolate"]:
+        raise InputError("extrapolate=True is not supported here: the statistics are "
+                         "summarised per chain, and a twin pair's do not combine")
+    every = require_int("every", every, minimum=1)
+    runs = part_runs(problem, params, key, settings, {"all": None} if parts is None else parts,
+                     description=description, observables=observables._replace(every=every))
+    return [(result, moments.Moments(*(np.asarray(field)[trace.diverged_at < 0]
+                                       for field in trace.moments)))
+            for result, trace in runs]
+
+
+def between_chains(per_chain: np.ndarray) -> np.ndarray:
+    """Standard error of a statistic from its values on every chain (axis 0):
+    sd_c / sqrt(C); NaN with fewer than two chains."""
+    chains = per_chain.shape[0]
+    if chains < 2:
+        return np.full(per_chain.shape[1:], np.nan)
+    return np.std(per_chain, axis=0, ddof=1) / np.sqrt(chains)
+
+
+def rhat(count, means, variances) -> np.ndarray:
+    """Gelman-Rubin R-hat of observables from every chain's (axis 0) number of draws k, means
+    and variances: sqrt(((k - 1) / k W + B / k) / W), W the mean within-chain variance,
+    B / k the variance of the chain means (the chains' counts are equal: one run). NaN with
+    fewer than two chains or draws, or an observable that does not vary."""
+    means, variances = np.asarray(means, np.float64), np.asarray(variances, np.float64)
+    draws = float(np.min(count)) if np.size(count) else 0.0
+    if means.shape[0] < 2 or draws < 2:
+        return np.full(means.shape[1:], np.nan)
+    within = variances.mean(axis=0)
+    pooled = (draws - 1) / draws * within + means.var(axis=0, ddof=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(within > 0, np.sqrt(pooled / within), np.nan)
+
+
+def observation_warnings(run: LLCResult, rhats: dict[str, np.ndarray]) -> tuple[str, ...]:
+    """The run's warnings, then one per group of observables whose largest R-hat exceeds
+    MAX_RHAT (also issued as a Python warning)."""
+    own = []
+    for what, values in rhats.items():
+        if np.isfinite(values).any() and np.nanmax(values) > MAX_RHAT:
+            own.append(f"R-hat of the {what} up to {np.nanmax(values):.2f} > {MAX_RHAT}: "
+                       "the chains disagree; run and warm up longer")
+    for message in own:
+        warn_caller(message)
+    return (*run.warnings, *own)
+
+
+def cluster_order(rows: np.ndarray) -> np.ndarray:
+    """The rows of a matrix in the leaf order of an average-linkage hierarchical clustering
+    of them (Euclidean distance between rows; NaN read as 0; SciPy): rows alike end up next
+    to each other. For a correlation matrix, rows are the examples' correlation profiles."""
+    rows = np.nan_to_num(np.asarray(rows, np.float64))
+    if rows.shape[0] < 3:
+        return np.arange(rows.shape[0])
+    from scipy.cluster.hierarchy import leaves_list, linkage
+
+    return leaves_list(linkage(rows, method="average"))
