@@ -52,12 +52,13 @@ FIGURE = Path(__file__).resolve().parent / "llc_scale.png"
 N = 100_000
 CHAINS = 4
 TARGET = 0.15
-# (name, M, H, N, r, weight scale: "init" = 1 / sqrt(M), or a number; llc's calibration options)
+# (name, M, H, N, r, weight scale: "init" = 1 / sqrt(M), or a number; `_options`' mode)
 CASES = [
     ("d=1e4", 140, 35, 140, 7, "init", None),
     ("d=1e5", 448, 112, 448, 22, "init", None),
     ("d=1e5, weights N(0, 1)", 316, 158, 316, 30, 1.0, None),
     ("d=1e6", 1416, 354, 1416, 70, "init", "narrow"),
+    ("d=1e6, transferred step", 1416, 354, 1416, 70, "init", "transferred"),
 ]
 OVERHEAD_CASES = ("d=1e5", "d=1e6")
 OVERHEAD_DRAWS = 500
@@ -88,12 +89,29 @@ def build(name: str):
     return problem, params, float(truth.rrr_rlct(M, N_out, H, r).value), arrays
 
 
-def _narrow_grid(problem) -> dict:
-    """At d = 1e6 the sweep runs 5 candidates of the default grid (steps 1e-4 / nβ .. 1 / nβ)
-    centred on the step calibrated at d = 1e5 on the same kind of weights, 0.0022 / nβ (the
-    grid's sixth): a full 13-candidate sweep, lengthened, costs hours on 2 CPU cores."""
+# The step the calibration chose for these weights at d = 1e4 and at d = 1e5 (ε nβ = 0.0022,
+# the default grid's sixth candidate), and the warmup it settled in there (2000 steps).
+TRANSFERRED_STEP_NBETA = 0.0022
+TRANSFERRED_WARMUP = 3000
+
+
+def _options(problem, mode: str | None) -> dict:
+    """llc's options beyond its defaults for a case's `mode`:
+
+    None: none (`step_size="auto"`, the calibration).
+    "narrow": a calibration sweep over 5 candidates of the default grid (steps 1e-4 / nβ ..
+      1 / nβ) centred on the step calibrated at d = 1e5 on the same kind of weights: a full
+      13-candidate sweep, lengthened, costs hours on 2 CPU cores at d = 1e6.
+    "transferred": no calibration at this size: the step and warmup the calibration chose at
+      d = 1e4 and 1e5 (TRANSFERRED_STEP_NBETA, TRANSFERRED_WARMUP); the run's configurational
+      temperature and drift test then say whether they still hold.
+    """
     nbeta = problem.n / np.log(problem.n)
-    return {"step_sizes": list(np.logspace(-4, 0, 13)[3:8] / nbeta)}
+    if mode == "narrow":
+        return {"calibration": {"step_sizes": list(np.logspace(-4, 0, 13)[3:8] / nbeta)}}
+    if mode == "transferred":
+        return {"step_size": TRANSFERRED_STEP_NBETA / nbeta, "num_warmup": TRANSFERRED_WARMUP}
+    return {}
 
 
 def _child(name: str) -> dict:
@@ -102,14 +120,14 @@ def _child(name: str) -> dict:
     import slt
 
     problem, params, exact, _ = build(name)
-    calibration = _narrow_grid(problem) if _case(name)[6] == "narrow" else None
+    options = _options(problem, _case(name)[6])
     _reset_peak_rss()
     before, _ = _rss_mb()
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = slt.llc(problem, params, jax.random.key(1), num_chains=CHAINS,
-                         calibration=calibration, progress=False)
+        result = slt.llc(problem, params, jax.random.key(1), num_chains=CHAINS, **options,
+                         progress=False)
     wall = time.perf_counter() - start
     _, peak = _rss_mb()
     return {

@@ -51,7 +51,8 @@ def test_twenty_checkpoints_compile_once_and_reach_the_exact_value(training_run,
     assert len(trajectory) == NUM_CHECKPOINTS and trajectory.checkpoints_per_run == 8
     np.testing.assert_allclose(trajectory.losses,
                                [float(problem.loss(c)) for c in checkpoints], rtol=1e-12)
-    assert np.all(np.diff(trajectory.losses) <= 0)  # gradient descent
+    # gradient descent: L_n never rises, up to rounding once it has converged (an ulp)
+    assert np.all(np.diff(trajectory.losses) <= 2 * np.finfo(float).eps * trajectory.losses[1:])
     at_minimum = trajectory.llc_means[-10:]
     se = trajectory.std_errors[-10:]
     assert np.all(np.abs(at_minimum - 1.5) <= 4 * se + 0.05 * 1.5), at_minimum
