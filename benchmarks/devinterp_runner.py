@@ -245,12 +245,14 @@ def main() -> None:
     classifier = kind == "classifier"
     checkpoints = int(arrays["checkpoints"]) if "checkpoints" in arrays else None
     num_train = len(arrays["x"])
-    # the training examples, then the queries (if any): rows num_train + j
-    inputs, targets = ([np.concatenate([arrays[name], arrays[f"{name}_query"]])
-                        if "x_query" in arrays else arrays[name]] for name in ("x", "y"))
-    x = torch.from_numpy(np.ascontiguousarray(inputs[0], np.float32))
-    y = torch.from_numpy(np.ascontiguousarray(targets[0], np.int64 if classifier
-                                              else np.float32))
+
+    def rows(name):  # the training examples, then the queries (if any): rows num_train + j
+        if "x_query" not in arrays:
+            return arrays[name]
+        return np.concatenate([arrays[name], arrays[f"{name}_query"]])
+
+    x = torch.from_numpy(np.ascontiguousarray(rows("x"), np.float32))
+    y = torch.from_numpy(np.ascontiguousarray(rows("y"), np.int64 if classifier else np.float32))
     if classifier:
         num_outputs = arrays["U"].shape[0]
     else:
