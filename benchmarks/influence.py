@@ -91,12 +91,13 @@ RETRAIN_TOLERANCE, RETRAIN_ITERATIONS = 1e-10, 400
 # (n / log n) / n beta at n beta = n, which keeps eps n beta and so the SGLD bias the same)
 BIF_ACCURACY = {"logistic": {"num_chains": 8, "num_warmup": 500, "num_samples": 4000, "every": 5,
                              "step_size": 5e-3, "gamma": 1.0, "batch_size": LOGISTIC["n"]},
-                "digits": {"num_chains": 8, "num_warmup": 1000, "num_samples": 3000, "every": 5,
+                "digits": {"num_chains": 8, "num_warmup": 1000, "num_samples": 12000, "every": 5,
                            "step_size": 3e-3, "gamma": 0.1, "batch_size": 128}}
-SPEED = {"num_chains": 4, "num_warmup": 100, "num_samples": 200, "step_size": 1e-3,
+SPEED = {"num_chains": 4, "num_warmup": 200, "num_samples": 1000, "step_size": 3e-3,
          "gamma": 1.0, "batch_size": 64}
 SPEED_ROUNDS = 3
-MEMORY_ROWS = [(128, 100), (128, 1000), (1280, 100), (1280, 1000)]  # (queries, draws)
+MEMORY_ROWS = [(128, 200), (128, 2000), (1280, 200), (1280, 2000), (1280, 8000)]  # (q, draws)
+MEMORY_CHUNK = 50  # steps a chunk: both draw counts run several chunks
 
 
 def log(message: str) -> None:
@@ -458,9 +459,9 @@ def _memory_main(weights: str, queries: int, draws: int) -> None:
 
     _, problem, params, query, nbeta = _digits_problem(
         weights, None if queries == DIGITS["queries"] else np.arange(queries))
-    settings = {**SPEED, "nbeta": nbeta, "num_warmup": 0, "chunk_size": 100}
+    settings = {**SPEED, "nbeta": nbeta, "num_warmup": 0, "chunk_size": MEMORY_CHUNK}
     key = jax.random.key(0)
-    _slt_bif(problem, params, key, query, {**settings, "num_samples": 100})  # compiles
+    _slt_bif(problem, params, key, query, {**settings, "num_samples": 2 * MEMORY_CHUNK})
     baseline, _ = _rss_mb()
     reset = _reset_peak_rss()
     record = []
@@ -582,8 +583,9 @@ def _memory_report(memory: list[dict]) -> list[str]:
     lines = ["### Memory of the streaming statistics", "",
              "Digits MLP, float32, 4 chains, one `bif` call per row in a fresh process (after a "
              "warm-up call that compiles; VmHWM reset before the measured call); XLA's memory "
-             "analysis of the compiled chunk program (100 steps a chunk); the last column is what "
-             "a chains × draws × examples array of the losses would take (float32).", "",
+             f"analysis of the compiled chunk program ({MEMORY_CHUNK} steps a chunk); the "
+             "next-to-last column is what a chains × draws × examples array of the losses would "
+             "take (float32).", "",
              "| n_train × n_query | draws per chain | peak RSS added MiB | chunk program: "
              "arguments / outputs / temporaries MiB | p q × chains × 4 B, MiB | chains × draws × "
              "(p + q) × 4 B, MiB | wall s |", "|---|---|---|---|---|---|---|"]
