@@ -7,11 +7,13 @@ Started by `benchmarks/llc_speed.py` as a subprocess, in the venv of either devi
 
 THREADS, if given, is passed to torch.set_num_threads (torch's intra-op threads).
 
-DATA.npz (written by llc_speed.py, the same arrays slt sees) holds `x`, `y`, the problem kind
-`kind` ("rrr" or "dln": y = W_L ... W_1 x, no biases; "mlp": y = U tanh(V x + b) + c), the
-Gaussian noise scale `noise` and w* (`W1`, `W2`, ... or `V`, `b`, `U`, `c`, PyTorch's (out, in)
-weight layout). A file with `checkpoints` = T holds T parameter sets instead, each array with a
-leading axis of length T (a training run's checkpoints).
+DATA.npz (written by llc_speed.py or influence.py, the same arrays slt sees) holds `x`, `y`,
+the problem kind `kind` ("rrr" or "dln": y = W_L ... W_1 x, no biases; "mlp": y = U tanh(V x +
+b) + c, both with the Gaussian noise scale `noise`; "classifier": the logits U tanh(V x + b) + c
+of the integer labels y, the cross-entropy loss) and w* (`W1`, `W2`, ... or `V`, `b`, `U`, `c`,
+PyTorch's (out, in) weight layout). A file with `checkpoints` = T holds T parameter sets
+instead, each array with a leading axis of length T (a training run's checkpoints). A file with
+`x_query`, `y_query` holds query examples too (not sampled on; the BIF's queries).
 
 The runner serves the installed devinterp version through its own public API:
   * 1.3.2: `devinterp.slt.sampler.estimate_learning_coeff_with_summary(model, loader,
@@ -25,7 +27,14 @@ The runner serves the installed devinterp version through its own public API:
     argument) from `num_init_loss_batches` minibatches; its λ̂ (`compute_llc`) averages every
     step, burn-in included, so the runner also reports λ̂ over the draws alone, from the
     `loss_trace` it returns. Each call writes its per-step losses to a Zarr store, here a
-    temporary folder deleted after the call (outside the timing).
+    temporary folder deleted after the call (outside the timing);
+  * 2.0.1's BIF: `devinterp.slt.bif.bif(model, dataset, observables, lr=, n_beta=, ...)` (the
+    same sampling as `llc()`, with `observables` = {name: (Dataset, batches per draw)}; each
+    observable's losses at every draw are stored, then `compute_bif` forms their covariance or
+    correlation over the stacked chains x draws). Here the observables are every training
+    example ("train", the rows of `x`) and every query ("query", rows len(x) + j for x_query):
+    an observable evaluates batch_size x batches-per-draw examples drawn without replacement
+    from its data set, so with exactly that many examples it sees each once per draw.
 
 Protocol: after loading torch, devinterp and the data it prints one JSON line (versions,
 threads, RSS); then it reads one JSON job per line on stdin and answers each with one JSON
@@ -33,7 +42,10 @@ line: the wall and CPU time of one LLC estimate, lambda_hat, the RSS before it a
 during it. A job with "restrict_to" (2.0.1) names the parameters to sample (devinterp's
 `param_masks`, the others frozen); one with "trajectory" (2.0.1) loops over the file's
 checkpoints (the first "checkpoints" of them, if given), one `llc` call each, as a user would,
-and answers with lists, one entry per call. A job with
+and answers with lists, one entry per call. A job with "bif" (2.0.1) times one `bif` call and
+writes Cov(l_i, l_q) of every training example i and query q (devinterp's covariance,
+`compute_covariance=True`, rows and columns in the data's order) to the .npy file at
+"influence_path", if given. A job with
 "loader_batches" times the DataLoader alone instead, one with "torch_steps" SGLD hand-written
 in plain torch (no devinterp, no DataLoader). It exits at end of input. Keeping the process
 alive lets the parent interleave devinterp runs with slt runs without paying torch's import
@@ -155,6 +167,18 @@ def _llc_v1(model, x, y, evaluate, job) -> dict:
             "llc_per_chain": [results[f"llc-chain/{i}"] for i in range(job["num_chains"])]}
 
 
+def _sampling_options(job, dataset, folder) -> dict:
+    """The keyword arguments of 2.0.1's `sample` (through `llc` and `bif`) for a job: its
+    default SGLD at the job's step size, n beta, localization, chains, draws and burn-in,
+    L_n(w*) from one pass over the batches the chains see, a Zarr store in `folder`."""
+    return {"lr": job["step_size"], "n_beta": job["nbeta"], "localization": job["gamma"],
+            "num_chains": job["num_chains"], "num_draws": job["num_samples"],
+            "num_burnin_steps": job["num_warmup"], "batch_size": job["batch_size"],
+            "num_init_loss_batches": len(dataset) // job["batch_size"],
+            "init_seed": job["seed"], "device": "cpu",
+            "output_path": Path(folder) / "samples.zarr"}
+
+
 def _llc_v2(model, dataset, loss_fn, job, param_masks=None) -> dict:
     """devinterp 2.0.1: `llc()` with a loss_fn, its default SGLD, chains one after another.
 
@@ -169,23 +193,8 @@ def _llc_v2(model, dataset, loss_fn, job, param_masks=None) -> dict:
 
     with tempfile.TemporaryDirectory() as folder:
         result, timing = _timed(lambda: llc(
-            model=model,
-            dataset=dataset,
-            observables={},
-            lr=job["step_size"],
-            n_beta=job["nbeta"],
-            localization=job["gamma"],
-            param_masks=param_masks,
-            loss_fn=loss_fn,
-            num_chains=job["num_chains"],
-            num_draws=job["num_samples"],
-            num_burnin_steps=job["num_warmup"],
-            batch_size=job["batch_size"],
-            num_init_loss_batches=len(dataset) // job["batch_size"],
-            init_seed=job["seed"],
-            device="cpu",
-            output_path=Path(folder) / "samples.zarr",
-        ))
+            model=model, dataset=dataset, observables={}, param_masks=param_masks,
+            loss_fn=loss_fn, **_sampling_options(job, dataset, folder)))
         trace = np.asarray(result["loss_trace"].values, dtype=np.float64)  # (chain, step)
         init_loss = float(result["init_loss"])
         per_chain = np.asarray(result["llc_per_chain"].values, dtype=np.float64)
@@ -193,6 +202,34 @@ def _llc_v2(model, dataset, loss_fn, job, param_masks=None) -> dict:
     draws = job["nbeta"] * (trace[:, job["num_warmup"]:].mean(axis=1) - init_loss)
     return {**timing, "llc_mean": llc_mean, "llc_per_chain": per_chain.tolist(),
             "llc_mean_draws": float(draws.mean()), "init_loss": init_loss}
+
+
+def _bif_v2(model, dataset, observables, loss_fn, job) -> dict:
+    """devinterp 2.0.1: one `bif()` call, its default SGLD and its defaults but two: the
+    covariance (compute_covariance=True; its default is the correlation) and
+    correlation_method="sequence" (one "token" per example: the same numbers as its default
+    "token", which forms a 2 x 2 covariance matrix per pair, with less work). Chains one after
+    another; the covariance over the stacked chains x draws (its default "stack").
+
+    `observables`: {"train": (Dataset of the training rows, batches per draw), "query":
+    (Dataset of the query rows, batches per draw)}. The timing covers the call (sampling, the
+    Zarr store, compute_bif); putting the matrix in the data's order and saving it do not count.
+    """
+    import numpy as np
+    from devinterp.slt.bif import bif
+
+    with tempfile.TemporaryDirectory() as folder:
+        result, timing = _timed(lambda: bif(
+            model=model, dataset=dataset, observables=observables, loss_fn=loss_fn,
+            correlation_method="sequence", compute_covariance=True,
+            **_sampling_options(job, dataset, folder)))
+        if job.get("influence_path"):
+            rows = np.asarray(result["input_ids"].values)[:, 0]  # each example's row index
+            order = np.argsort(rows)  # the training rows 0..n-1, then the queries n, n+1, ...
+            matrix = np.asarray(result["influences"].values, np.float64)[np.ix_(order, order)]
+            train = len(observables["train"][0])
+            np.save(job["influence_path"], matrix[:train, train:])
+    return timing
 
 
 def main() -> None:
@@ -205,12 +242,23 @@ def main() -> None:
     torch.set_num_threads(int(sys.argv[2]) if len(sys.argv) > 2 else torch.get_num_threads())
     arrays = np.load(sys.argv[1])
     kind = str(arrays["kind"])
-    noise = float(arrays["noise"])
+    classifier = kind == "classifier"
     checkpoints = int(arrays["checkpoints"]) if "checkpoints" in arrays else None
-    x = torch.from_numpy(np.ascontiguousarray(arrays["x"], np.float32))
-    y = torch.from_numpy(np.ascontiguousarray(arrays["y"], np.float32))
-    num_outputs = y.shape[1]
-    constant = num_outputs * (math.log(noise) + 0.5 * math.log(2 * math.pi))
+    num_train = len(arrays["x"])
+
+    def rows(name):  # the training examples, then the queries (if any): rows num_train + j
+        if "x_query" not in arrays:
+            return arrays[name]
+        return np.concatenate([arrays[name], arrays[f"{name}_query"]])
+
+    x = torch.from_numpy(np.ascontiguousarray(rows("x"), np.float32))
+    y = torch.from_numpy(np.ascontiguousarray(rows("y"), np.int64 if classifier else np.float32))
+    if classifier:
+        num_outputs = arrays["U"].shape[0]
+    else:
+        noise = float(arrays["noise"])
+        num_outputs = y.shape[1]
+        constant = num_outputs * (math.log(noise) + 0.5 * math.log(2 * math.pi))
 
     def build_model(checkpoint: int | None = None) -> nn.Module:
         """The network at w* (or at checkpoint `checkpoint` of a training run)."""
@@ -225,7 +273,7 @@ def main() -> None:
                 layers.append(nn.Linear(matrix.shape[1], matrix.shape[0], bias=False))
                 layers[-1].weight = matrix
             model = nn.Sequential(*layers)
-        elif kind == "mlp":
+        elif kind in ("mlp", "classifier"):
             hidden, inputs = arrays["V"].shape
             model = nn.Sequential(nn.Linear(inputs, hidden), nn.Tanh(),
                                   nn.Linear(hidden, num_outputs))
@@ -236,8 +284,10 @@ def main() -> None:
         return model
 
     def per_example_loss(model, inputs, targets):
-        # Per-example Gaussian negative log-likelihood with its constants: the same L_b(w) as
-        # slt's (mean over the batch), so n beta means the same on both sides.
+        # Per-example negative log-likelihood with its constants: the same L_b(w) as slt's
+        # (mean over the batch), so n beta means the same on both sides.
+        if classifier:
+            return nn.functional.cross_entropy(model(inputs), targets, reduction="none")
         residual = (targets - model(inputs)) / noise
         return 0.5 * residual.pow(2).sum(dim=1) + constant
 
@@ -250,16 +300,21 @@ def main() -> None:
         rows = input_ids[:, 0]
         return per_example_loss(model, x[rows], y[rows])[:, None]
 
-    dataset = None
+    dataset = observables = None
     if version == "1.3.2":
         import devinterp.slt.sampler  # noqa: F401  (imported here, not inside a timed call)
     else:
+        import devinterp.slt.bif  # noqa: F401
         import devinterp.slt.llc  # noqa: F401
         from datasets import Dataset
 
-        rows = np.arange(x.shape[0])
-        dataset = Dataset.from_dict({"input_ids": np.stack([rows, rows], axis=1)})
-        dataset = dataset.with_format("torch")
+        def rows_dataset(start, stop):  # examples start..stop - 1 as sequences [i, i]
+            rows = np.arange(start, stop)
+            return Dataset.from_dict({"input_ids": np.stack([rows, rows], axis=1)}).with_format(
+                "torch")
+
+        dataset = rows_dataset(0, num_train)
+        observables = {"train": dataset, "query": rows_dataset(num_train, x.shape[0])}
 
     print(json.dumps({
         "ready": True, "torch": torch.__version__, "devinterp": version,
@@ -279,6 +334,11 @@ def main() -> None:
             reply = _time_torch_sgld(build_model(), evaluate, x, y, job)
         elif version == "1.3.2":
             reply = _llc_v1(build_model(), x, y, evaluate, job)
+        elif job.get("bif"):  # every training example and every query observed at each draw
+            batch = job["batch_size"]
+            reply = _bif_v2(build_model(), dataset, {
+                name: (data, len(data) // batch) for name, data in observables.items()},
+                loss_fn, job)
         elif job.get("trajectory"):  # the user loop: one llc() call per checkpoint
             count = job.get("checkpoints", checkpoints)  # the first `count` checkpoints
             calls = [_llc_v2(build_model(t), dataset, loss_fn, job) for t in range(count)]
