@@ -26,6 +26,10 @@ CELL_TIMEOUT = 600
 # Notebook 01 at its own 300 particles per copy took 28.5 s on 2 idle cores, at 100 15.1 s.
 # Notebook 05 at its test sizes: 27 s on 2 heavily loaded cores, most of it compiling its two
 # sampler programs and two training loops (its full sizes: 100 s).
+# Notebook 06 at its test sizes: 15-16 s on 2 nearly idle cores (19-20 s with other jobs), most
+# of it compiling its three sampler programs (kernel, BIF, susceptibilities: ~2.3 s each),
+# imports and plots; MALA_EVERY = 0 drops the MALA check from those programs (-1.4 s each) and
+# a fixed step size skips the calibration (its full sizes: 3 to 5 minutes).
 TEST_SIZES = {
     "01_compare_model_classes.ipynb": {"NUM_PARTICLES": 100, "N": 200},
     "02_llc_of_a_trained_network.ipynb": {"N": 1000, "TRAIN_STEPS": 1000, "NUM_WARMUP": 200,
@@ -37,6 +41,9 @@ TEST_SIZES = {
                                     "NUM_WARMUP": 50, "NUM_SAMPLES": 100, "HIDDEN": 8,
                                     "MLP_TRAIN_STEPS": 200, "MLP_NUM_WARMUP": 50,
                                     "MLP_NUM_SAMPLES": 100},
+    "06_what_the_posterior_says_about_the_data.ipynb": {
+        "HIDDEN": 8, "TRAIN_STEPS": 100, "NUM_CHAINS": 2, "NUM_WARMUP": 20, "NUM_SAMPLES": 40,
+        "EVERY": 2, "STEP_SIZE": 1e-3, "MALA_EVERY": 0, "NUM_QUERIES": 2, "PER_CLASS": 3},
 }
 
 
@@ -80,6 +87,7 @@ def test_the_notebooks_exist():
         "03_fisher_landscapes.ipynb",
         "04_your_own_model_landscape.ipynb",
         "05_llc_along_training.ipynb",
+        "06_what_the_posterior_says_about_the_data.ipynb",
     ]
 
 

@@ -49,6 +49,7 @@ from slt.estimators.llc_parts import leaf_parts
 from slt.estimators.observed import (
     between_chains,
     example_batch,
+    example_indices,
     losses_at,
     observation_warnings,
     observed_runs,
@@ -244,13 +245,16 @@ def _readouts(problem: Problem, subsets: dict, reference):
 
     The examples are the union of the training indices of the reference and the subsets
     (each evaluated once), then every subset given as data."""
-    _, reference_indices = example_batch(problem, reference, "reference")
-    if reference_indices is None:
+    if isinstance(reference, Mapping):
         raise InputError("reference must be None or a 1-D array of indices into the training "
                          "data")
-    checked = {}
+    reference_indices = (np.arange(problem.n) if reference is None
+                         else example_indices(problem, reference, "reference"))
+    checked = {}  # name: (batch, None) for a subset given as data, (None, indices) otherwise
     for name, subset in subsets.items():
-        checked[name] = example_batch(problem, subset, f"subset {name!r}")
+        checked[name] = (example_batch(problem, subset, f"subset {name!r}")
+                         if isinstance(subset, Mapping)
+                         else (None, example_indices(problem, subset, f"subset {name!r}")))
     union = np.unique(np.concatenate(
         [reference_indices, *(indices for _, indices in checked.values() if indices is not None)]))
     parts = [problem.take(jnp.asarray(union))]

@@ -196,9 +196,36 @@ def test_regular_limit_bif_is_the_classical_influence_function():
         (lambda p, w: slt.susceptibilities(p, w, jax.random.key(0), subsets=[np.arange(2)],
                                            reference={"x": np.zeros((1, 2)), "y": np.zeros(1)}),
          "reference must be None or a 1-D array of indices"),
+        (lambda p, w: slt.susceptibilities(p, w, jax.random.key(0),
+                                           subsets={"far": np.array([0, 99])}),
+         "subset 'far' has index 99 outside the training data"),
+        (lambda p, w: slt.susceptibilities(p, w, jax.random.key(0), subsets=[np.arange(2)],
+                                           reference=np.array([0.5])),
+         "reference must be a 1-D array of integer indices"),
     ],
 )
 def test_bad_input_is_refused_before_sampling(regression, call, message):
     problem, params, *_ = regression
     with pytest.raises(slt.InputError, match=message):
         call(problem, params)
+
+
+def test_susceptibilities_gather_the_observed_examples_once(regression, monkeypatch):
+    """Subsets and a reference given as indices are checked, not gathered one by one: an eager
+    gather compiles once per number of indices (~30 ms on CPU; ten digit classes of different
+    sizes cost 2.4 s of a notebook's 5.6 s call). Only the union of their indices is taken."""
+    from slt.estimators.susceptibilities import _readouts
+
+    problem, _, x, *_ = regression
+    taken = []
+    take = type(problem).take
+    monkeypatch.setattr(type(problem), "take",
+                        lambda self, indices, data=None: taken.append(len(indices))
+                        or take(self, indices, data))
+    subsets = {f"S{size}": np.arange(size) for size in range(1, 8)}
+    examples, x_readout, y_readout, sizes = _readouts(problem, subsets, np.arange(2, 30))
+    assert taken == [30]  # the union 0..29, once
+    np.testing.assert_array_equal(examples["x"], x[:30])
+    assert sizes.tolist() == [28, *range(1, 8)]
+    np.testing.assert_allclose(x_readout.sum(), 1.0)
+    np.testing.assert_allclose(y_readout.sum(axis=1), 0.0, atol=1e-12)
