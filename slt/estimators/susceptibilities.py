@@ -20,9 +20,10 @@ the weight-refined LLC (`slt.llc(restrict_to=...)`, Wang et al. 2024); n beta E_
 lambda_hat of C. (devinterp's implementation of their appendix C.4 computes the same
 covariance, with the probe loss in place of L_S.) Here L_q is the mean loss over the
 `reference` examples (default: all training data) and L_S the mean loss over the subset; both
-are per-example means, so chi is on the scale of a covariance of mean losses. Negative chi:
-shifting the data towards S raises C's loss (S pulls C away from what the reference data ask
-of it); positive: it lowers it.
+are per-example means, so chi is on the scale of a covariance of mean losses. Positive chi:
+shifting the data towards S raises C's expected loss on the reference data (n beta chi is that
+rise per unit of h: S pulls C away from what the reference data ask of it); negative: it
+lowers it.
 
 Every component's chains run in one compiled program (the masks are runtime arguments, as in
 `slt.llc_table`), each calibrated on its own with step_size="auto". At every `every`-th draw
