@@ -653,6 +653,7 @@ def _run_chunk(
 
     # each chain's centre and reference loss, gathered once a chunk rather than every step
     chain_centers, chain_references = centers[per_chain[3]], reference_losses[per_chain[3]]
+    observe = None if watch is None else _observation(problem, watch)
 
     def scan_step(carry: _Carry, step):
         state, diverged_at, record = jax.vmap(chain_step, in_axes=(0, 0, 0, 0, 0, 0, None))(
@@ -668,8 +669,6 @@ def _run_chunk(
                 lambda: observed,
             )
         return _Carry(state, diverged_at, observed), record
-
-    observe = None if watch is None else _observation(problem, watch)
 
     steps = first_step + jnp.arange(config.chunk_size)
     carry, records = jax.lax.scan(scan_step, carry, steps)
