@@ -19,9 +19,12 @@ temperature T, the calibrated step and the warmup used, the wall time (calibrati
 sampling), the memory the call adds (peak RSS minus RSS before), and what a design that holds
 no draw of the weights predicts: chains × d × 4 bytes for the chains' positions (the program
 keeps a few such arrays: gradient, noise, proposal), the per-example losses at w* (n × 4
-bytes), no copy of the data (an argument of the program). Expected finite-n behaviour: at
-w* = w0 (not the MLE), λ̂ estimates nβ (E[L_n] − L_n(w0)), whose mean at finite n lies below
-λ by up to λ / log n (8.7% at n = 1e5) in directions that are locally regular.
+bytes), no copy of the data (an argument of the program). On an accelerator
+the memory reported is the device's peak bytes in use (JAX's allocator statistics): the data,
+which `llc` moves there, included; the data are drawn on the host's CPU in every case.
+Expected finite-n behaviour: at w* = w0 (not the MLE), λ̂ estimates nβ (E[L_n] − L_n(w0)),
+whose mean at finite n lies below λ by up to λ / log n (8.7% at n = 1e5) in directions that
+are locally regular.
 
 Overhead. `llc` at a fixed step (`mala_every=0`, no warmup, 4 chains, 500 draws) against a
 hand-written vmapped `lax.scan` SGLD loop with the same target, minibatches and randomness
@@ -69,7 +72,12 @@ def _case(name: str):
 
 
 def build(name: str):
-    """(problem, w0 as float32 params, exact lambda, arrays for the bare loop) of case `name`."""
+    """(problem, w0 as float32 params, exact lambda, arrays for the bare loop) of case `name`.
+
+    The weights and data are drawn on the host's CPU whatever the default device, so that
+    every device gets the same data; the Problem and the parameters then live on the default
+    device, where a user's would.
+    """
     import jax
     import jax.numpy as jnp
 
@@ -78,10 +86,11 @@ def build(name: str):
     _, M, H, N_out, r, scale, _ = _case(name)
     key = jax.random.key(0)
     spec = models.reduced_rank_regression(M, H, N_out)
-    w0 = models.random_low_rank(key, [M, H, N_out], r,
-                                scale=1 / np.sqrt(M) if scale == "init" else scale)
-    data = {k: np.asarray(v, np.float32)
-            for k, v in spec.simulate(jax.random.fold_in(key, 1), w0, N).items()}
+    with jax.default_device(jax.devices("cpu")[0]):
+        w0 = {k: np.asarray(v) for k, v in models.random_low_rank(
+            key, [M, H, N_out], r, scale=1 / np.sqrt(M) if scale == "init" else scale).items()}
+        data = {k: np.asarray(v, np.float32)
+                for k, v in spec.simulate(jax.random.fold_in(key, 1), w0, N).items()}
     problem = spec.problem(data)
     params = {k: jnp.asarray(v, jnp.float32) for k, v in problem.unconstrain(w0).items()}
     arrays = {"kind": np.array("rrr"), "x": data["x"], "y": data["y"],
@@ -130,11 +139,15 @@ def _child(name: str) -> dict:
                          progress=False)
     wall = time.perf_counter() - start
     _, peak = _rss_mb()
+    device = jax.devices()[0]
+    device_stats = device.memory_stats()  # None on CPU: the process's memory is the RSS
     return {
-        "name": name, "d": problem.dim, "exact": exact, "llc": result.llc_mean,
+        "name": name, "device": f"{device.platform} ({device.device_kind})", "d": problem.dim,
+        "exact": exact, "llc": result.llc_mean,
         "se": result.std_error, "temperature": result.temperature,
         "step_size": result.step_size, "nbeta": result.nbeta, "num_warmup": result.num_warmup,
         "wall_s": wall, "run_s": result.run_time, "added_mb": peak - before,
+        "device_peak_mb": device_stats["peak_bytes_in_use"] / 2**20 if device_stats else None,
         "chains_mb": CHAINS * problem.dim * 4 / 2**20, "losses_mb": problem.n * 4 / 2**20,
         "data_mb": sum(np.asarray(v).nbytes for v in problem.data.values()) / 2**20,
         "warnings": [str(w.message) for w in caught],
@@ -178,7 +191,7 @@ def _in_child(kind: str, name: str) -> dict:
     return json.loads(output.strip().splitlines()[-1])
 
 
-def plot(rows: list[dict]) -> None:
+def plot(rows: list[dict], figure_path: Path = FIGURE) -> None:
     """λ̂ against λ on log axes, the line λ̂ = λ and the ±15% band (Furman & Lau's view)."""
     import matplotlib
 
@@ -195,33 +208,37 @@ def plot(rows: list[dict]) -> None:
         axes.errorbar(row["exact"], row["llc"], yerr=2 * row["se"], fmt="o", capsize=3,
                       label=f"{row['name']} (d = {row['d']:,})")
     axes.set(xscale="log", yscale="log", xlabel="λ (exact, Aoyagi)", ylabel="λ̂ (slt.llc)",
-             title="λ̂ against λ, reduced-rank regression, n = 1e5")
+             title=f"λ̂ against λ, reduced-rank regression, n = 1e5\n{rows[0]['device']}")
     axes.legend(fontsize=8)
     figure.tight_layout()
-    figure.savefig(FIGURE, dpi=120)
+    figure.savefig(figure_path, dpi=120)
     plt.close(figure)
 
 
-def run() -> str:
-    rows = [_in_child("CHILD", case[0]) for case in CASES]
-    overhead = [_in_child("OVERHEAD", name) for name in OVERHEAD_CASES]
-    plot(rows)
+def report(rows: list[dict], overhead: list[dict], figure_path: Path = FIGURE) -> str:
+    """The section's markdown for the `CHILD` rows and `OVERHEAD` rows; draws the plot."""
+    plot(rows, figure_path)
+    on_accelerator = any(row.get("device_peak_mb") is not None for row in rows)
+    memory_header = "accelerator memory peak (MiB)" if on_accelerator else "memory added (MiB)"
     lines = [
         "## λ̂ at 10^4 to 10^6 parameters (reduced-rank regression, exact λ)\n",
         __doc__.split("\n\n", 1)[1].strip(),
         "",
+        f"Device: {rows[0]['device']}.",
+        "",
         "| case | d | λ | λ̂ ± se | relative error | T | step × nβ | warmup | wall (s) | "
-        "sampling (s) | memory added (MiB) | chains × d × 4 B + losses (MiB) | data (MiB) |",
+        f"sampling (s) | {memory_header} | chains × d × 4 B + losses (MiB) | data (MiB) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         error = row["llc"] / row["exact"] - 1
         verdict = "met" if abs(error) <= TARGET else "**missed**"
+        memory = row["device_peak_mb"] if on_accelerator else row["added_mb"]
         lines.append(
             f"| {row['name']} | {row['d']:,} | {row['exact']:,.1f} | {row['llc']:,.0f} ± "
             f"{row['se']:,.0f} | {error:+.1%} ({verdict}) | {row['temperature']:.2f} | "
             f"{row['step_size'] * row['nbeta']:.2g} | {row['num_warmup']} | {row['wall_s']:.0f} | "
-            f"{row['run_s']:.0f} | {row['added_mb']:,.0f} | "
+            f"{row['run_s']:.0f} | {memory:,.0f} | "
             f"{row['chains_mb'] + row['losses_mb']:,.1f} | {row['data_mb']:,.0f} |"
         )
     notes = [f"- {row['name']}: " + "; ".join(row["warnings"]) for row in rows if row["warnings"]]
@@ -229,7 +246,7 @@ def run() -> str:
         lines += ["", "Warnings and notes of the runs:", "", *notes]
     lines += [
         "",
-        f"![λ̂ against λ]({FIGURE.name})",
+        f"![λ̂ against λ]({figure_path.name})",
         "",
         f"Overhead against the bare loop (fixed step, 4 chains, {OVERHEAD_DRAWS} draws, no "
         "diagnostics):",
@@ -246,6 +263,16 @@ def run() -> str:
     return "\n".join(lines) + "\n"
 
 
+def run() -> str:
+    rows = [_in_child("CHILD", case[0]) for case in CASES]
+    overhead = [_in_child("OVERHEAD", name) for name in OVERHEAD_CASES]
+    return report(rows, overhead)
+
+
+def _read_rows(path: str) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
 if __name__ == "__main__":
     import jax
 
@@ -254,5 +281,8 @@ if __name__ == "__main__":
         print(json.dumps(_child(sys.argv[2])))
     elif len(sys.argv) == 3 and sys.argv[1] == "OVERHEAD":  # 32-bit JAX: the loop is float32
         print(json.dumps(_overhead_child(sys.argv[2])))
+    elif len(sys.argv) == 5 and sys.argv[1] == "REPORT":  # rows of CHILD / OVERHEAD runs, saved
+        # one JSON object a line (on another machine, say): the section and its plot
+        print(report(_read_rows(sys.argv[2]), _read_rows(sys.argv[3]), Path(sys.argv[4])))
     else:
         print(run())

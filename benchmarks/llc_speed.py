@@ -312,6 +312,7 @@ def bare_sgld(arrays, *, paired: bool, config: dict | None = None):
     import jax
     import jax.numpy as jnp
 
+    from slt.precision import at_full_precision
     from slt.samplers.noise import standard_normal
     from slt.samplers.shuffle import epoch_indices
 
@@ -325,6 +326,7 @@ def bare_sgld(arrays, *, paired: bool, config: dict | None = None):
     eps, gamma, nbeta = config["step_size"], config["gamma"], config["nbeta"]
     W1_size = int(np.prod(shapes[0][1]))
 
+    @at_full_precision  # float32 products in full precision on GPUs, as slt's models
     def per_example_nll(flat, xb, yb):
         W1 = flat[:W1_size].reshape(shapes[0][1])
         W2 = flat[W1_size:].reshape(shapes[1][1])

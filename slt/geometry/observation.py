@@ -37,6 +37,7 @@ from numpyro import handlers
 from slt.geometry.coordinates import Coordinates, in_support
 from slt.geometry.families import EXPONENTIAL_FAMILIES, family_of
 from slt.models.base import ModelSpec
+from slt.precision import at_full_precision
 from slt.problem import Problem, _split_sites
 from slt.validation import InputError
 
@@ -201,8 +202,10 @@ class ObservationModel:
             data[self.input_name] = inputs
         return data
 
+    @at_full_precision
     def distribution(self, values: Mapping[str, jax.Array], inputs: jax.Array | None):
-        """The observed site's distribution for the b examples of `inputs` (b = 1 without x)."""
+        """The observed site's distribution for the b examples of `inputs` (b = 1 without x);
+        the model's matrix products at full float32 precision (`slt.precision`)."""
         model = handlers.substitute(handlers.seed(self.spec.model, 0), data=dict(values))
         trace = handlers.trace(model).get_trace(**self._data(inputs))
         return trace[self.output_name]["fn"]
