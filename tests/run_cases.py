@@ -7,9 +7,11 @@ process, so that the estimators' compiled programs are shared between the tests.
 
 Run as a script, `python tests/run_cases.py NAME CHECKPOINT` performs run NAME with key 0 and
 that checkpoint in float64 (SIGTERM raising a KeyboardInterrupt, as in the `slt` command),
-each checkpoint write delayed by `SAVE_DELAY` seconds so that a
-test can signal the process reliably mid-run; the delay changes when things happen, never
-what is computed.
+each checkpoint write delayed by `SAVE_DELAY` seconds, and the process waiting (up to
+`HOLD_SECONDS`) once `HOLD_AT` units are saved, so that a test signals it mid-run however late
+the test gets there: a loaded machine once let the child finish all its units while the test
+was still computing its reference run. The delays change when things happen, never what is
+computed.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ import xarray as xr
 import slt
 
 SAVE_DELAY = 0.25
+HOLD_AT = 2  # units saved when the child waits for the test's signal
+HOLD_SECONDS = 300.0
 NUM_EXAMPLES = 40
 
 
@@ -131,6 +135,8 @@ if __name__ == "__main__":
     def delayed_save(self, *args, **kwargs):
         time.sleep(SAVE_DELAY)
         save(self, *args, **kwargs)
+        if kwargs["units_done"] == HOLD_AT:
+            time.sleep(HOLD_SECONDS)  # the signal lands here
 
     Checkpoint.save = delayed_save
     name, path = sys.argv[1:]

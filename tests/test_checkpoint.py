@@ -17,7 +17,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from run_cases import RUNS, assert_bitwise_equal, minimum, run_llc
+from run_cases import HOLD_AT, RUNS, assert_bitwise_equal, minimum, run_llc
 
 from slt.samplers.checkpoint import Checkpoint, CheckpointError, Interrupted
 
@@ -78,7 +78,7 @@ def test_a_killed_run_resumes_to_the_uninterrupted_result(tmp_path, saves, name,
         )
         try:
             reference = RUNS[name](KEY)  # while the child starts up
-            _wait_for_units(child, path, 2, stderr)
+            _wait_for_units(child, path, HOLD_AT, stderr)
             child.send_signal(signum)
             assert child.wait(timeout=120) != 0
         finally:
