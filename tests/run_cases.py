@@ -9,15 +9,14 @@ Run as a script, `python tests/run_cases.py NAME CHECKPOINT` performs run NAME w
 that checkpoint in float64 (SIGTERM raising a KeyboardInterrupt, as in the `slt` command),
 each checkpoint write delayed by `SAVE_DELAY` seconds, and the process waiting (up to
 `HOLD_SECONDS`) once `HOLD_AT` units are saved, so that a test signals it mid-run however late
-the test gets there: a loaded machine once let the child finish all its units while the test
-was still computing its reference run. The delays change when things happen, never what is
-computed.
+the test gets there. The delays change when things happen, never what is computed.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import signal
 import sys
 import time
 
@@ -139,6 +138,13 @@ if __name__ == "__main__":
             time.sleep(HOLD_SECONDS)  # the signal lands here
 
     Checkpoint.save = delayed_save
+    # Ctrl-C raises KeyboardInterrupt, as in an interactive Python, whatever this process
+    # inherited: SIGINT ignored (started in the background by a non-interactive shell) or
+    # SIGINT / SIGTERM blocked (a signal mask left by the test process's own children, as
+    # multiprocessing and loky set one while they start helpers). In a clean-clone `make test`
+    # the child once ran all its units through a SIGINT, and once slept through its hold.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     name, path = sys.argv[1:]
     with sigterm_as_interrupt():  # as the `slt` command runs it
         RUNS[name](jax.random.key(0), checkpoint=path)
