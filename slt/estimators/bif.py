@@ -55,6 +55,7 @@ from slt.estimators.observed import (
     between_chains,
     cluster_order,
     example_batch,
+    example_labels,
     losses_at,
     observation_warnings,
     observed_runs,
@@ -110,12 +111,12 @@ class BIFResult(Persistable):
     @property
     def train_labels(self) -> np.ndarray:
         """Training examples' names: their indices, or positions in the given data."""
-        return _labels(self.train_indices, self.influence.shape[0])
+        return example_labels(self.train_indices, self.influence.shape[0])
 
     @property
     def query_labels(self) -> np.ndarray:
         """Queries' names: their training indices, or positions in the given data."""
-        return _labels(self.query_indices, self.influence.shape[1])
+        return example_labels(self.query_indices, self.influence.shape[1])
 
     def influence_function(self) -> np.ndarray:
         """n beta BIF: the change of each query's expected loss per unit of extra weight on
@@ -199,10 +200,6 @@ class BIFResult(Persistable):
         return (f"BIFResult(train={self.influence.shape[0]}, query={self.influence.shape[1]}, "
                 f"chains={self.num_chains}, draws={self.num_samples}, "
                 f"{int(significant.sum())} pairs beyond 2 se{flags})")
-
-
-def _labels(indices: np.ndarray | None, size: int) -> np.ndarray:
-    return np.arange(size) if indices is None else indices
 
 
 def bif(

@@ -36,6 +36,7 @@ from slt.estimators.observed import (
     between_chains,
     cluster_order,
     example_batch,
+    example_labels,
     losses_at,
     observation_warnings,
     observed_runs,
@@ -93,7 +94,7 @@ class LossKernelResult(Persistable):
     @property
     def labels(self) -> np.ndarray:
         """The examples' names: training indices, or positions in the given data."""
-        return np.arange(len(self.loss_gain)) if self.indices is None else self.indices
+        return example_labels(self.indices, len(self.loss_gain))
 
     def summary(self) -> pd.DataFrame:
         """One row per example (index: `labels`): l_i(w*), loss gain, its se, R-hat."""

@@ -43,6 +43,7 @@ __all__ = [
     "cluster_order",
     "example_batch",
     "example_indices",
+    "example_labels",
     "losses_at",
     "observed_runs",
     "observation_warnings",
@@ -97,6 +98,12 @@ def example_indices(problem: Problem, examples, name: str) -> np.ndarray:
         raise InputError(f"{name} has index {int(indices[outside][0])} outside the training "
                          f"data (n = {problem.n})")
     return indices
+
+
+def example_labels(indices: np.ndarray | None, size: int) -> np.ndarray:
+    """The names of `size` examples: their training indices, or positions in the given data
+    (`indices` None)."""
+    return np.arange(size) if indices is None else indices
 
 
 def _data_batch(problem: Problem, examples: Mapping, name: str) -> dict:

@@ -368,12 +368,17 @@ def run_chains(  # 18 user parameters (Args), flat for help(); 33/122 lines docs
 def _center_losses(problem: Problem, center_flat) -> tuple[jax.Array, jax.Array]:
     """The per-example losses at the centre (the chains' dtype) and their mean L_n(w*);
     a ValueError when it is not finite."""
-    losses = -problem.loglik(problem.unravel(center_flat), problem.data).astype(center_flat.dtype)
+    losses = _losses(problem, center_flat, problem.data)
     full_loss = jnp.mean(losses)
     if not np.isfinite(float(full_loss)):
         raise ValueError(
             f"L_n is not finite at the centre ({float(full_loss)}): it is not a valid w*")
     return losses, full_loss
+
+
+def _losses(problem: Problem, flat, batch) -> jax.Array:
+    """Per-example losses -log p(z_i | w) of `batch` at the flat point w, in its dtype."""
+    return -problem.loglik(problem.unravel(flat), batch).astype(flat.dtype)
 
 
 def _with_twins(per_chain: list) -> list:
@@ -515,12 +520,9 @@ def _observation(problem: Problem, watch: _Watch):
     """observe(summaries, positions, keep) -> the per-chain summaries updated with the
     observables x = R_x l_X(w), y = R_y l_Y(w) at every chain's position (module doc), where
     `keep` (per chain) holds."""
-    def losses(flat, examples):
-        return -problem.loglik(problem.unravel(flat), examples).astype(flat.dtype)
-
     def observables(flat):
-        first = losses(flat, watch.x_examples)
-        second = first if watch.y_examples is None else losses(flat, watch.y_examples)
+        first = _losses(problem, flat, watch.x_examples)
+        second = first if watch.y_examples is None else _losses(problem, flat, watch.y_examples)
         x = first if watch.x_readout is None else watch.x_readout @ first
         y = second if watch.y_readout is None else watch.y_readout @ second
         return x, y

@@ -135,9 +135,8 @@ def combine(moments: Moments, axis: int = 0) -> Moments:
       >>> float(pooled.count), float(pooled.mean_x[0]), float(pooled.m2_x[0])
       (3.0, 1.0, 2.0)
     """
-    parts = [Moments(*(np.asarray(field, np.float64)[index] for field in
-                       Moments(*(np.moveaxis(np.asarray(f), axis, 0) for f in moments))))
-             for index in range(np.shape(moments.count)[axis])]
+    fields = [np.moveaxis(np.asarray(field, np.float64), axis, 0) for field in moments]
+    parts = [Moments(*(field[index] for field in fields)) for index in range(len(fields[0]))]
     while len(parts) > 1:
         merged = [merge(a, b) for a, b in zip(parts[0::2], parts[1::2], strict=False)]
         parts = merged + parts[len(merged) * 2:]
