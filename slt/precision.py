@@ -10,7 +10,9 @@ acceptances of 0.53–0.59 for every candidate step and raised; in full float32 
 calibration passes, with the λ̂, temperature and warmup that the CPU gives.
 
 So every function of the parameters that a `Problem` evaluates (log-likelihood, log prior,
-constraining transforms) is traced with `jax.default_matmul_precision("highest")`: on a GPU,
+constraining transforms) is traced with `jax.default_matmul_precision("highest")`, and so are
+the linear readouts of losses that `run_chains` observes (subset means, whose differences
+`susceptibilities` takes; rounded to TensorFloat-32's 10 bits they lose the shift): on a GPU,
 products in full float32; on a CPU, where float32 products are exact to float32 anyway,
 nothing changes; float64 is unaffected everywhere. A user who has chosen a precision
 (`jax.config.update("jax_default_matmul_precision", ...)` or the context manager of that

@@ -99,3 +99,20 @@ def test_geometry_evaluates_the_model_at_full_precision(regression):
         lambda v: observation.log_density(v, jnp.asarray(data["x"]), jnp.asarray(data["y"])),
         values)
     assert precisions and all(p == HIGHEST for p in precisions), precisions
+
+
+def test_observed_readouts_are_full_precision(regression):
+    """run_chains' observations: the losses and the readouts R l (subset means, loss shifts)
+    that susceptibilities take differences of."""
+    from slt.samplers import moments
+    from slt.samplers.local_chains import Observables, _observation, _observation_arguments
+
+    problem, params, data = regression
+    readout = np.full((2, 20), 1 / 20)
+    watch = _observation_arguments(Observables(data, x_readout=readout, y_readout=readout),
+                                   jnp.float64, 10)
+    observe = _observation(problem, watch)
+    flat = problem.ravel(params)[None]
+    precisions = _precisions(lambda w: observe(moments.zeros((1,), 2, 2, jnp.float64), w,
+                                               jnp.array([True])), flat)
+    assert len(precisions) >= 2 and all(p == HIGHEST for p in precisions), precisions

@@ -69,6 +69,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from slt import compile_cache
+from slt.precision import at_full_precision
 from slt.problem import Problem
 from slt.samplers import moments
 from slt.samplers.checkpoint import Checkpoint, join_records
@@ -520,6 +521,7 @@ def _observation(problem: Problem, watch: _Watch):
     """observe(summaries, positions, keep) -> the per-chain summaries updated with the
     observables x = R_x l_X(w), y = R_y l_Y(w) at every chain's position (module doc), where
     `keep` (per chain) holds."""
+    @at_full_precision  # the readouts' products too: R l of float32 losses (slt.precision)
     def observables(flat):
         first = _losses(problem, flat, watch.x_examples)
         second = first if watch.y_examples is None else _losses(problem, flat, watch.y_examples)
