@@ -35,11 +35,10 @@ test_influence.py checks it on logistic regression against IF with the exact Hes
 is singular IF is undefined and the BIF is not: the covariance only needs the posterior.
 
 The covariances come from one run of `llc`'s chains that evaluates the losses of the training
-examples and the queries every `every`-th draw after the warmup and keeps, per chain and on
-device, their streaming means and cross co-moment (`slt.samplers.moments`): memory
-n_train x n_query per chain, whatever the number of draws. Standard errors and R-hat are
-between chains (`slt.estimators.observed`).
-"""
+examples and the queries every `plan.observe_every`-th draw after the warmup and keeps, per chain
+and on device, their streaming means and cross co-moment (`slt.samplers.moments`): memory n_train x
+n_query per chain, whatever the number of draws. Standard errors and R-hat are between chains
+(`slt.estimators.observed`). """
 
 from __future__ import annotations
 
@@ -51,6 +50,7 @@ import pandas as pd
 import xarray as xr
 
 from slt.estimators.llc import LLCResult
+from slt.estimators.local_run import LocalPosterior
 from slt.estimators.observed import (
     between_chains,
     cluster_order,
@@ -64,6 +64,7 @@ from slt.estimators.observed import (
 from slt.problem import Params, Problem, require_problem
 from slt.results import Persistable
 from slt.samplers import moments
+from slt.samplers.config import SGLD, RunPlan, Sampler
 from slt.samplers.local_chains import Observables
 from slt.validation import InputError, require_int, require_params
 
@@ -209,8 +210,9 @@ def bif(
     query,
     *,
     train=None,
-    every: int = 1,
-    **options,
+    posterior: LocalPosterior = LocalPosterior(),
+    sampler: Sampler = SGLD(),
+    plan: RunPlan = RunPlan(),
 ) -> BIFResult:
     """Bayesian influence functions BIF(z_i, z_q) = -Cov(l_i(w), l_q(w)) of training examples
     on queries, under the local posterior around w* (module doc: the normalisation, and
@@ -224,9 +226,8 @@ def bif(
         n x n_query per chain, and a forward pass over the data at every observation) or a
         1-D array of indices; a dict of arrays is accepted too (their influence is that of
         adding them to the data with the weight h).
-      every: observe the losses every this many steps after the warmup.
-      **options: `llc`'s keyword arguments (num_chains, num_samples, num_warmup,
-        step_size="auto", gamma, nbeta, batch_size, ...; extrapolate excepted).
+      posterior, sampler, plan: as for `slt.llc` (SGLD(extrapolate=True) excepted); the losses
+        are observed every `plan.observe_every` steps after the warmup.
 
     Returns:
       A `BIFResult`.
@@ -238,8 +239,8 @@ def bif(
 
     Example:
       >>> result = slt.bif(problem, params, key, np.array([0, 1]), train=np.arange(5),
-      ...                  step_size=1e-2, num_samples=400, num_warmup=100, mala_every=0,
-      ...                  progress=False)
+      ...                  sampler=slt.samplers.SGLD(step_size=1e-2, mala_every=0),
+      ...                  plan=slt.RunPlan(num_samples=400, num_warmup=100, progress=False))
       >>> result.influence.shape, result.supporting(query=0, k=2).shape
       ((5, 2), (2, 3))
     """
@@ -249,9 +250,9 @@ def bif(
     query_batch, query_indices = example_batch(problem, query, "query")
     train_losses = losses_at(problem, params, train_batch, "train")
     query_losses = losses_at(problem, params, query_batch, "query")
-    ((run, chains),) = observed_runs(problem, params, key, options,
+    ((run, chains),) = observed_runs(problem, params, key, (posterior, sampler, plan),
                                      observables=Observables(train_batch, query_batch),
-                                     every=every, description="bif")
+                                     description="bif")
     pooled = moments.combine(chains)
     train_variance, query_variance = moments.variances(chains)
     rhats = {"training losses": rhat(chains.count, chains.mean_x, train_variance),
@@ -267,7 +268,7 @@ def bif(
         rhat_train=rhats["training losses"],
         rhat_query=rhats["query losses"],
         num_samples=int(np.min(chains.count)),
-        every=int(every),
+        every=plan.observe_every,
         moments=chains,
         run=run,
         warnings=observation_warnings(run, rhats),

@@ -44,7 +44,7 @@ lambda_hat downward by confining the chains; the smallest workable gamma biases 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import jax
 import jax.numpy as jnp
@@ -53,18 +53,19 @@ import pandas as pd
 import xarray as xr
 
 from slt.estimators.local_run import (
-    default_nbeta,
+    LocalPosterior,
+    check_local_run,
     drifting,
     restriction_mask,
     trace_drift,
     trace_statistics,
-    validate_local_run,
 )
 from slt.problem import Params, Problem
 from slt.results import Persistable
-from slt.samplers.local_chains import configurational_temperature, run_chains
+from slt.samplers.config import SGLD, RunPlan
+from slt.samplers.local_chains import ChainTargets, configurational_temperature, run_chains
 from slt.samplers.sgld import RMSPROP_DAMPING
-from slt.validation import InputError, require_in_interval, require_positive
+from slt.validation import InputError
 
 __all__ = [
     "CalibrationResult",
@@ -77,6 +78,9 @@ __all__ = [
 _TABLE_COLUMNS = ["step_size", "gamma", "num_warmup", "num_samples", "llc", "se",
                   "mala_acceptance", "drift_z", "temperature", "temperature_se", "noise_ratio",
                   "diverged", "settled", "passes"]
+# The candidates' chains measure the MALA acceptance and the temperature every this many steps
+# (twice as often as llc's default: the short runs need the measurements).
+CALIBRATION_MALA_EVERY = 5
 # A sweep in which no candidate passes is repeated, lengthened, for at most this many of the
 # candidates of each gamma that failed only by not having settled (the largest step sizes).
 SETTLING_CANDIDATES = 3
@@ -152,79 +156,67 @@ class CalibrationResult(Persistable):
         )
 
 
-def llc_calibrate(  # 17 user parameters (Args), flat for help(); 25/97 lines docstring
+def llc_calibrate(
     problem: Problem,
     params: Params,
     key: jax.Array,
     *,
-    step_sizes=None,
-    gamma: float = 1.0,
-    gammas=None,
-    nbeta: float | None = None,
-    batch_size: int = 256,
-    preconditioner: str | None = None,
-    include_prior: bool = False,
-    chains_per_candidate: int = 2,
-    num_samples: int = 1000,
-    num_warmup: int = 500,
-    min_acceptance: float = 0.9,
-    max_noise_ratio: float = 0.02,
-    max_temperature_deviation: float = 0.1,
+    posterior: LocalPosterior = LocalPosterior(),
+    sampler: SGLD = SGLD(),
     progress: bool = True,
-    restrict_to=None,
-    max_lengthenings: int = 3,
 ) -> CalibrationResult:
-    """Sweep step sizes (and optionally gammas) and pick one by the module's criterion.
+    """Sweep SGLD step sizes (and optionally gammas) and pick one by the module's criterion.
 
     Args:
       problem, params: as for `llc` (params = w*).
       key: PRNG key.
-      step_sizes: candidate step sizes (default `default_step_sizes`).
-      gamma: localization strength when `gammas` is None.
-      gammas: candidate gammas to calibrate as well (optional).
-      nbeta, batch_size, preconditioner, include_prior: as for `llc`.
-      chains_per_candidate, num_samples, num_warmup: size of each candidate's short run.
-      min_acceptance: the MALA acceptance a candidate needs.
-      max_noise_ratio: the largest gradient-noise ratio r(eps) a candidate may have.
-      max_temperature_deviation: the largest |T - 1| (beyond 2 standard errors) a candidate
-        may have.
+      posterior: the local posterior, as for `llc` (its restrict_to: calibrate the chains that
+        move only the selected weights; the noise ratio r(eps) then averages over those
+        weights; its gamma: the one calibrated unless the sweep names candidate gammas).
+      sampler: the SGLD whose step size is chosen: its batch_size and preconditioner are
+        used, and its step_size says how to sweep: "auto" (the default `Calibration`) or a
+        `slt.samplers.Calibration` (candidates, chains, run length, the criterion's limits).
       progress: show a progress bar.
-      restrict_to: as for `llc`: calibrate the chains that move only the selected weights
-        (the noise ratio r(eps) then averages over those weights).
-      max_lengthenings: how many times a sweep without a passing candidate is repeated with
-        twice the warmup and draws for the candidates that had not settled (module doc);
-        0: never.
 
     Returns:
       A `CalibrationResult`.
 
     Raises:
-      InputError (a ValueError, `slt.validation`): as for `llc`; step_sizes not a non-empty
-        list of finite positive numbers, gammas not finite and >= 0, min_acceptance outside
-        [0, 1], max_noise_ratio or max_temperature_deviation not finite and positive.
+      InputError (a ValueError, `slt.validation`): as for `llc`; a sampler that is not SGLD,
+        or whose step size is a number (there is nothing to choose).
       ValueError: no candidate passes (the message holds the table).
+
+    Example:
+      >>> sweep = slt.samplers.Calibration(step_sizes=(1e-3, 1e-2), num_samples=200,
+      ...                                  num_warmup=100)
+      >>> found = slt.llc_calibrate(problem, params, key,
+      ...                           sampler=slt.samplers.SGLD(step_size=sweep), progress=False)
+      >>> found.step_size in (1e-3, 1e-2), len(found.table)
+      (True, 2)
     """
-    gammas = np.asarray([gamma] if gammas is None else gammas, dtype=float).ravel()
-    validate_local_run(
-        problem, params, key, gamma=gammas, nbeta=nbeta, batch_size=batch_size,
-        preconditioner=preconditioner, counts={
-            "chains_per_candidate": (chains_per_candidate, 1), "num_samples": (num_samples, 1),
-            "num_warmup": (num_warmup, 0), "max_lengthenings": (max_lengthenings, 0),
-        },
-    )
-    require_in_interval("min_acceptance", min_acceptance, 0.0, 1.0, closed=True)
-    require_positive("max_noise_ratio", max_noise_ratio)
-    require_positive("max_temperature_deviation", max_temperature_deviation)
-    mask = restriction_mask(problem, params, restrict_to)
-    nbeta = default_nbeta(problem.n) if nbeta is None else float(nbeta)
-    step_sizes = None if step_sizes is None else _checked_steps(step_sizes)
-    noise_per_step = gradient_noise_ratio(
-        problem, params, 1.0, nbeta=nbeta, batch_size=batch_size, preconditioner=preconditioner,
-        mask=mask,
-    )
+    if not isinstance(sampler, SGLD) or sampler.calibration is None:
+        raise InputError(f"llc_calibrate chooses SGLD's step size: give sampler=SGLD() (step "
+                         f"size 'auto') or SGLD(step_size=Calibration(...)), got {sampler!r}")
+    posterior = check_local_run(problem, params, key, posterior, sampler, RunPlan())
+    sweep_options = sampler.calibration
+    gammas = np.asarray([posterior.gamma] if sweep_options.gammas is None
+                        else sweep_options.gammas, dtype=float)
+    mask = restriction_mask(problem, params, posterior.restrict_to)
+    nbeta = posterior.nbeta
+    noise_per_step = gradient_noise_ratio(problem, params, 1.0, nbeta=nbeta, sampler=sampler,
+                                          mask=mask)
+    step_sizes = sweep_options.step_sizes
     if step_sizes is None:
-        noise_limit = max_noise_ratio / noise_per_step if noise_per_step > 0 else np.inf
-        step_sizes = default_step_sizes(nbeta, preconditioner, noise_limit)
+        noise_limit = (sweep_options.max_noise_ratio / noise_per_step if noise_per_step > 0
+                       else np.inf)
+        step_sizes = default_step_sizes(nbeta, sampler.preconditioner, noise_limit)
+    step_sizes = np.asarray(step_sizes, dtype=float)
+    min_acceptance = sweep_options.min_acceptance
+    max_noise_ratio = sweep_options.max_noise_ratio
+    max_temperature_deviation = sweep_options.max_temperature_deviation
+    chains_per_candidate = sweep_options.chains_per_candidate
+    num_warmup, num_samples = sweep_options.num_warmup, sweep_options.num_samples
+    sweeping = replace(sampler, mala_every=CALIBRATION_MALA_EVERY, extrapolate=False)
     grid_steps, grid_gammas = _candidate_grid(step_sizes, gammas)
 
     def sweep(sweep_key, steps, sweep_gammas, warmup, samples
@@ -232,12 +224,15 @@ def llc_calibrate(  # 17 user parameters (Args), flat for help(); 25/97 lines do
         """Every candidate (steps[i], sweep_gammas[i]) run and assessed, in one program: its
         table rows, and whether each fails only by not having settled."""
         trace = run_chains(
-            problem, params, sweep_key, num_chains=steps.size * chains_per_candidate,
-            num_steps=warmup + samples, step_size=jnp.repeat(steps, chains_per_candidate),
-            gamma=jnp.repeat(sweep_gammas, chains_per_candidate), nbeta=nbeta,
-            batch_size=min(batch_size, problem.n), preconditioner=preconditioner,
-            include_prior=include_prior, mala_every=5, progress=progress,
-            description="llc calibration", mask=mask,
+            problem, params, sweep_key,
+            ChainTargets(step_size=steps, gamma=sweep_gammas, nbeta=np.full(steps.size, nbeta),
+                         include_prior=posterior.include_prior,
+                         mask=None if mask is None else np.broadcast_to(
+                             mask, (steps.size, mask.size))),
+            sampler=sweeping,
+            plan=RunPlan(num_chains=chains_per_candidate, num_warmup=warmup,
+                         num_samples=samples, progress=progress),
+            description="llc calibration",
         )
         rows = []
         for index, (step_size, gamma_value) in enumerate(zip(steps, sweep_gammas, strict=True)):
@@ -253,7 +248,7 @@ def llc_calibrate(  # 17 user parameters (Args), flat for help(); 25/97 lines do
         return table[_TABLE_COLUMNS], table["waiting"].to_numpy()
 
     table, waiting = sweep(key, grid_steps, grid_gammas, num_warmup, num_samples)
-    for lengthening in range(1, max_lengthenings + 1):
+    for lengthening in range(1, sweep_options.max_lengthenings + 1):
         unsettled = _largest_per_gamma(table, waiting)
         if table["passes"].any() or not unsettled.any():
             break
@@ -289,16 +284,6 @@ def _largest_per_gamma(table: pd.DataFrame, waiting: np.ndarray) -> np.ndarray:
     return np.asarray(table.index.isin(largest) & waiting)
 
 
-def _checked_steps(step_sizes) -> np.ndarray:
-    """`step_sizes` as a flat array, or an InputError: empty, or a value not finite and > 0."""
-    step_sizes = np.asarray(step_sizes, dtype=float).ravel()
-    if step_sizes.size == 0:
-        raise InputError("step_sizes must be a non-empty list of numbers")
-    for step_size in step_sizes:
-        require_positive("every step size", step_size)
-    return step_sizes
-
-
 def _candidate_grid(step_sizes, gammas) -> tuple[np.ndarray, np.ndarray]:
     """Every (step size, gamma) candidate, step sizes varying fastest."""
     if gammas.size == 0:
@@ -313,11 +298,10 @@ def gradient_noise_ratio(
     step_size: float,
     *,
     nbeta: float,
-    batch_size: int,
-    preconditioner: str | None = None,
+    sampler: SGLD,
+    mask=None,
     num_examples: int = 512,
     chunk: int = 64,
-    mask=None,
 ) -> float:
     """r(eps): minibatch gradient noise relative to the injected Langevin noise, at w*.
 
@@ -329,7 +313,8 @@ def gradient_noise_ratio(
         Var_b(g_j) = Var_i(grad_j l_i(w*)) / b * (n - b) / (n - 1)   (sampling without replacement).
 
     G = 1 without preconditioning; for RMSprop G_j = 1 / (delta + sqrt(v_j)) with v_j the
-    stationary mean square of the scaled gradient, (n beta)^2 (mean_j^2 + Var_b(g_j)).
+    stationary mean square of the scaled gradient, (n beta)^2 (mean_j^2 + Var_b(g_j)); b and
+    the preconditioner are `sampler`'s (an `SGLD`).
     Var_i is estimated from the per-example gradients of `num_examples` examples (evenly spaced
     through the data), computed `chunk` at a time to bound memory at O(chunk * d). With a
     `mask` (flat booleans: a restricted run) d and the sum count the selected weights only.
@@ -349,9 +334,9 @@ def gradient_noise_ratio(
     sums, squares = jax.lax.map(moments, indices)
     mean = sums.sum(0) / count
     variance = jnp.maximum(squares.sum(0) / count - mean**2, 0.0)
-    b = min(batch_size, problem.n)
+    b = min(sampler.batch_size, problem.n)
     minibatch_variance = variance / b * (problem.n - b) / max(problem.n - 1, 1)
-    if preconditioner == "rmsprop":
+    if sampler.preconditioner == "rmsprop":
         mean_square = nbeta**2 * (mean**2 + minibatch_variance)
         diagonal = 1.0 / (RMSPROP_DAMPING + jnp.sqrt(mean_square))
     else:

@@ -6,11 +6,11 @@ posterior of the weights in V, the others held at w*:
     lambda_hat_V(w*) = n beta (E_V[L_n(w)] - L_n(w*)),
     pi_V(w_V) ∝ exp(-n beta L_n(w_V, w*_rest) - (gamma / 2) ||w_V - w*_V||^2).
 
-It is `slt.llc(..., restrict_to=mask)` for one part. `llc_table` runs every part at once: the
-masks are runtime arguments of the chains' compiled program (`slt.samplers.local_chains`), so all
-parts' chains are vmapped in one program, compiled once whatever the parts' shapes, and the
-calibrations (step_size="auto", one per part: a part's stiffest direction sets its step) share
-one program too.
+It is `slt.llc(..., posterior=slt.LocalPosterior(restrict_to=mask))` for one part. `llc_table` runs
+every part at once: the masks are runtime arguments of the chains' compiled program
+(`slt.samplers.local_chains`), so all parts' chains are vmapped in one program, compiled once
+whatever the parts' shapes, and the calibrations (step_size="auto", one per part: a part's stiffest
+direction sets its step) share one program too.
 
 Exact values to check against (TRUTH.md): restricted to one layer W_l of a deep linear network
 y = C W_l D x (C, D the products of the layers above and below), the model is linear in W_l,
@@ -30,16 +30,16 @@ import xarray as xr
 from slt.estimators.llc import (
     LLCResult,
     LocalPart,
-    calibrated_step_size,
-    llc_settings,
+    LocalRun,
+    calibrates,
+    chosen_step_sizes,
     local_runs,
-    run_settings,
-    with_settling_warmup,
 )
-from slt.estimators.local_run import restriction_mask
+from slt.estimators.local_run import LocalPosterior, check_local_run, restriction_mask
 from slt.prediction import leaf_names
 from slt.problem import Params, Problem
 from slt.results import Persistable
+from slt.samplers.config import SGLD, RunPlan, Sampler
 from slt.samplers.local_chains import ChainTrace
 from slt.validation import InputError, require_instance
 
@@ -106,20 +106,24 @@ def llc_table(
     params: Params,
     key: jax.Array,
     parts: dict[str, Params] | None = None,
-    **options,
+    *,
+    posterior: LocalPosterior = LocalPosterior(),
+    sampler: Sampler = SGLD(),
+    plan: RunPlan = RunPlan(),
 ) -> LLCTable:
     """The weight-refined lambda_hat of several parts of a network, in one compiled run.
 
     Args:
       problem, params, key: as for `slt.llc` (params = w*).
-      parts: {name: mask}, each mask as `llc`'s `restrict_to` (a pytree of booleans shaped
-        like params: one per leaf, or an array per leaf); default `leaf_parts(params)`, one
-        part per leaf.
-      **options: `llc`'s keyword arguments (num_chains, num_samples, num_warmup, step_size,
-        gamma, ...; restrict_to excepted), applied to every part. step_size="auto" calibrates
-        each part on its own (`llc_calibrate` with the part's mask, keys folded from one
-        calibration key) and checks each part's run as `llc` does (a part that diverged or ran
-        hot is repeated at half its step, such parts together). A checkpoint file holds the
+      parts: {name: mask}, each mask as `LocalPosterior`'s `restrict_to` (a pytree of
+        booleans shaped like params: one per leaf, or an array per leaf); default
+        `leaf_parts(params)`, one part per leaf.
+      posterior, sampler, plan: as for `slt.llc`, applied to every part (the posterior's
+        restrict_to must be None: the parts are the restrictions). SGLD's step size "auto"
+        calibrates each part on its own (`llc_calibrate` with the part's mask, keys folded
+        from one calibration key) and checks each part's run as `llc` does (a part that
+        diverged or ran hot is repeated at half its step, such parts together); an exact
+        sampler adapts every chain's step during its warmup. A checkpoint file holds the
         whole table's run.
 
     Returns:
@@ -127,36 +131,42 @@ def llc_table(
 
     Raises:
       InputError (a ValueError): as for `llc`; parts not a non-empty dict of masks, a mask as
-        `restrict_to` refuses it (naming the part), an unknown option.
+        `restrict_to` refuses it (naming the part), a posterior with restrict_to set.
 
     Example:
       >>> parts = {"w0": {"w": np.array([True, False])}, "w1": {"w": np.array([False, True])}}
-      >>> table = slt.llc_table(problem, params, key, parts, step_size=1e-3, num_samples=200,
-      ...                       num_warmup=100, progress=False)
+      >>> table = slt.llc_table(problem, params, key, parts,
+      ...                       sampler=slt.samplers.SGLD(step_size=1e-3),
+      ...                       plan=slt.RunPlan(num_samples=200, num_warmup=100,
+      ...                                        progress=False))
       >>> table.parts, list(table.summary()["sampled_weights"])   # a regular weight each
       (('w0', 'w1'), [1, 1])
     """
-    settings = llc_settings(problem, params, key, options)
+    resolved = check_local_run(problem, params, key, posterior, sampler, plan)
+    if resolved.restrict_to is not None:
+        raise InputError("llc_table restricts every part itself: give the masks as parts, "
+                         "with posterior.restrict_to=None")
     parts = leaf_parts(params) if parts is None else require_instance(
         "parts", parts, dict, "a dict {name: mask shaped like params}")
     if not parts:
         raise InputError("parts is empty: give at least one {name: mask}")
-    runs = part_runs(problem, params, key, settings, parts, description="llc table")
+    runs = part_runs(problem, params, key, LocalRun(resolved, sampler, plan), parts,
+                     description="llc table")
     return LLCTable(parts=tuple(parts), results=tuple(result for result, _ in runs))
 
 
-def part_runs(problem: Problem, params: Params, key: jax.Array, settings: dict,
+def part_runs(problem: Problem, params: Params, key: jax.Array, run: LocalRun,
               parts: dict[str, Params | None], *, description: str, observables=None
               ) -> list[tuple[LLCResult, ChainTrace]]:
     """The local runs of several parts of a network around w* = `params`, in one program.
 
     Args:
       problem, params, key: as for `slt.llc`.
-      settings: resolved `llc_settings`.
-      parts: {name: restrict_to} (a mask as `llc`'s `restrict_to`, or None: every weight).
-        With step_size="auto" each part is calibrated on its own (`llc_calibrate` with its
-        mask, keys folded from one calibration key) and the warmup raised to what the
-        calibrations needed (a note in every result's warnings).
+      run: the posterior (n beta resolved), sampler and plan (`LocalRun`).
+      parts: {name: restrict_to} (a mask as `LocalPosterior`'s `restrict_to`, or None: every
+        weight). With SGLD's step size "auto" each part is calibrated on its own
+        (`llc_calibrate` with its mask, keys folded from one calibration key) and the warmup
+        raised to what the calibrations needed (a note in every result's warnings).
       description: the progress bar's label.
       observables: summarised along every chain (`local_runs`).
 
@@ -172,19 +182,17 @@ def part_runs(problem: Problem, params: Params, key: jax.Array, settings: dict,
             masks.append(restriction_mask(problem, params, part))
         except InputError as error:
             raise InputError(f"part {name!r}: {error}") from None
-    step_sizes, notes = [settings["step_size"]] * len(parts), ()
-    if settings["step_size"] == "auto":
+    posterior, sampler, plan = run
+    calibrations = [None] * len(parts)
+    if calibrates(sampler):
         calibration_key, key = jax.random.split(key)
-        step_sizes, settle = zip(*(
-            calibrated_step_size(problem, params, jax.random.fold_in(calibration_key, index),
-                                 settings, restrict_to=part)
-            for index, part in enumerate(parts.values())
-        ), strict=True)
-        settings, notes = with_settling_warmup(settings, settle)
+        calibrations = [(params, part, jax.random.fold_in(calibration_key, index))
+                        for index, part in enumerate(parts.values())]
+    step_sizes, plan, notes = chosen_step_sizes(problem, posterior, sampler, plan,
+                                                calibrations)
     return local_runs(
         problem, [params],
         [LocalPart(0, mask, float(step)) for mask, step in zip(masks, step_sizes, strict=True)],
-        key, description=description, notes=notes, observables=observables,
-        **run_settings(settings),
+        key, LocalRun(posterior, sampler, plan), description=description, notes=notes,
+        observables=observables,
     )
-

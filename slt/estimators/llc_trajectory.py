@@ -17,8 +17,8 @@ and every checkpoint's `LLCResult` carries its own diagnostics and warnings.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import jax
@@ -29,15 +29,15 @@ import xarray as xr
 from slt.estimators.llc import (
     LLCResult,
     LocalPart,
-    calibrated_step_size,
-    llc_settings,
-    local_llcs,
-    run_settings,
-    with_settling_warmup,
+    LocalRun,
+    calibrates,
+    chosen_step_sizes,
+    local_runs,
 )
-from slt.estimators.local_run import restriction_mask
+from slt.estimators.local_run import LocalPosterior, check_local_run, restriction_mask
 from slt.problem import Params, Problem
 from slt.results import Persistable
+from slt.samplers.config import SGLD, RunPlan, Sampler
 from slt.validation import InputError, require_int, require_params
 
 __all__ = ["LLCTrajectory", "llc_trajectory"]
@@ -140,78 +140,80 @@ class LLCTrajectory(Persistable):
 
 def llc_trajectory(
     problem: Problem,
-    checkpoints: Sequence[Params],
+    checkpoints: Sequence[Params] | Mapping[float, Params],
     key: jax.Array,
     *,
-    steps=None,
+    posterior: LocalPosterior = LocalPosterior(),
+    sampler: Sampler = SGLD(),
+    plan: RunPlan = RunPlan(),
     calibrate_at: int = -1,
     checkpoints_per_run: int | None = None,
-    restrict_to=None,
-    **options,
 ) -> LLCTrajectory:
     """lambda_hat(w_t) at every checkpoint w_t of a training run, compiled once.
 
     Args:
       problem: the model and data (the same for every checkpoint).
-      checkpoints: the parameter pytrees w_t (each a point of `problem`), in training order.
+      checkpoints: the parameter pytrees w_t (each a point of `problem`) in training order: a
+        sequence (training steps 0, 1, ...) or a mapping {training step: w_t}.
       key: PRNG key (the checkpoints' chains draw from it together; the calibration from a
         key split off it).
-      steps: the training step of each checkpoint (default 0, 1, ...).
-      calibrate_at: with step_size="auto", the checkpoint whose calibration sets the step
-        size for all (default -1, the last).
+      posterior, sampler, plan: as for `slt.llc`, the same for every checkpoint (the
+        posterior's restrict_to: the same part of the network at every checkpoint).
+        `plan.checkpoint`: a file path for the runs' progress (run r > 0 of several writes
+        next to it, with "-run<r>" added to the name); a trajectory stopped part-way resumes
+        from it when called again with the same arguments, finished runs rebuilt without
+        sampling.
+      calibrate_at: with SGLD's step size "auto", the checkpoint whose calibration sets the
+        step size for all (default -1, the last).
       checkpoints_per_run: how many checkpoints' chains to vmap in one run (default: all, or
         as many as fit in `RUN_MEMORY` = 2 GiB by the estimate chains x d x 8 vectors + the
         per-example losses at the centres). The last run is padded to the same size with
         copies of its last checkpoint (their results discarded), so every run is one program.
-      restrict_to: as for `llc`: the same part of the network at every checkpoint.
-      **options: `llc`'s keyword arguments (num_chains, num_samples, num_warmup, step_size,
-        gamma, nbeta, batch_size, ...), the same for every checkpoint. `checkpoint`: a file
-        path for the runs' progress (run r > 0 of several writes next to it, with "-run<r>"
-        added to the name); a trajectory stopped part-way resumes from it when called again
-        with the same arguments, finished runs rebuilt without sampling.
 
     Returns:
       An `LLCTrajectory`.
 
     Raises:
       InputError (a ValueError): checkpoints empty or a checkpoint not a point of the problem
-        (naming its index), steps not one finite number per checkpoint, calibrate_at or
-        checkpoints_per_run out of range, an unknown option, or a bad option (as for `llc`).
+        (naming its index), training steps that are not finite numbers, calibrate_at or
+        checkpoints_per_run out of range, or a bad value (as for `llc`).
     """
+    steps = None
+    if isinstance(checkpoints, Mapping):
+        steps, checkpoints = list(checkpoints), list(checkpoints.values())
     checkpoints = list(checkpoints) if isinstance(checkpoints, Sequence) else None
     if not checkpoints:
         raise InputError("checkpoints must be a non-empty sequence (list or tuple) of parameter "
-                         "pytrees")
+                         "pytrees, or a mapping {training step: pytree}")
     for index, params in enumerate(checkpoints):
         require_params(problem, params, f"checkpoints[{index}]")
     count = len(checkpoints)
     steps = _training_steps(steps, count)
     if not -count <= require_int("calibrate_at", calibrate_at) < count:
         raise InputError(f"calibrate_at must index the {count} checkpoints, got {calibrate_at}")
-    settings = llc_settings(problem, checkpoints[calibrate_at], key, options)
-    mask = restriction_mask(problem, checkpoints[0], restrict_to)
-    per_run = _checkpoints_per_run(problem, checkpoints_per_run, count, settings)
-    step_size, calibrated_at, notes = settings["step_size"], None, ()
-    if step_size == "auto":
+    posterior = check_local_run(problem, checkpoints[calibrate_at], key, posterior, sampler,
+                                plan)
+    mask = restriction_mask(problem, checkpoints[0], posterior.restrict_to)
+    per_run = _checkpoints_per_run(problem, checkpoints_per_run, count, sampler, plan)
+    calibrated_at, calibrations = None, []
+    if calibrates(sampler):
         calibration_key, key = jax.random.split(key)
         calibrated_at = calibrate_at % count
-        step_size, settle = calibrated_step_size(
-            problem, checkpoints[calibrated_at], calibration_key, settings,
-            restrict_to=restrict_to)
-        settings, notes = with_settling_warmup(settings, [settle])
+        calibrations = [(checkpoints[calibrated_at], posterior.restrict_to, calibration_key)]
+    (step_size,), plan, notes = chosen_step_sizes(problem, posterior, sampler, plan,
+                                                  calibrations)
     results, compile_time, run_time = [], 0.0, 0.0
     num_runs = -(-count // per_run)
     for run in range(num_runs):
         members = list(range(run * per_run, min((run + 1) * per_run, count)))
         centers = [checkpoints[i] for i in members]
         centers += [centers[-1]] * (per_run - len(centers))  # padding: one program for all runs
-        run_options = run_settings(settings) | {
-            "checkpoint": _run_file(settings["checkpoint"], run), "notes": notes}
-        found = local_llcs(
+        run_plan = replace(plan, checkpoint=_run_file(plan.checkpoint, run))
+        found = [result for result, _ in local_runs(
             problem, centers, [LocalPart(j, mask, float(step_size)) for j in range(per_run)],
-            jax.random.fold_in(key, run), description=f"llc trajectory {run + 1}/{num_runs}",
-            **run_options,
-        )
+            jax.random.fold_in(key, run), LocalRun(posterior, sampler, run_plan),
+            description=f"llc trajectory {run + 1}/{num_runs}", notes=notes,
+        )]
         results += found[: len(members)]
         compile_time += found[0].compile_time
         run_time += found[0].run_time
@@ -221,23 +223,28 @@ def llc_trajectory(
 
 
 def _training_steps(steps, count: int) -> np.ndarray:
-    """`steps` as a float array of one finite value per checkpoint (default 0..count-1)."""
+    """The training steps (a mapping's keys) as a float array of one finite value per
+    checkpoint (default 0..count-1)."""
     if steps is None:
         return np.arange(count, dtype=float)
-    values = np.asarray(steps, dtype=float) if np.ndim(steps) == 1 else None
+    try:
+        values = np.asarray(steps, dtype=float) if np.ndim(steps) == 1 else None
+    except (TypeError, ValueError):
+        values = None
     if values is None or values.size != count or not np.all(np.isfinite(values)):
-        raise InputError(f"steps must be {count} finite numbers, one per checkpoint; got "
-                         f"{np.shape(steps)}")
+        raise InputError(f"the training steps (the checkpoints' keys) must be {count} finite "
+                         f"numbers, one per checkpoint; got {steps!r}")
     return values
 
 
-def _checkpoints_per_run(problem: Problem, requested, count: int, settings: dict) -> int:
+def _checkpoints_per_run(problem: Problem, requested, count: int, sampler: Sampler,
+                         plan: RunPlan) -> int:
     """The run size: `requested` (checked), or all checkpoints if their chains fit in
     RUN_MEMORY, else as many as do (at least one)."""
     if requested is not None:
         return min(require_int("checkpoints_per_run", requested, minimum=1), count)
     itemsize = np.dtype(problem.dtype).itemsize
-    chains = settings["num_chains"] * (2 if settings["extrapolate"] else 1)
+    chains = plan.num_chains * (2 if getattr(sampler, "extrapolate", False) else 1)
     per_checkpoint = itemsize * (chains * problem.dim * VECTORS_PER_CHAIN + problem.n)
     return int(max(1, min(count, RUN_MEMORY // per_checkpoint)))
 

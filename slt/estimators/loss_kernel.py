@@ -16,11 +16,10 @@ alike: their losses rise and fall together across the posterior. Near a regular 
 Sigma the posterior covariance of w, K_ij ≈ grad l_i^T Sigma grad l_j and g_i ≈
 (1/2) tr(Hess l_i Sigma) + grad l_i^T (E w - w*) (to second order).
 
-Both come from one run of `llc`'s chains that evaluates the examples' losses every `every`-th
-draw after the warmup and keeps, per chain and on device, the streaming means and co-moments
-(`slt.samplers.moments`): memory m^2 per chain, whatever the number of draws. Standard errors
-and R-hat are between chains (`slt.estimators.observed`).
-"""
+Both come from one run of `llc`'s chains that evaluates the examples' losses every
+`plan.observe_every`-th draw after the warmup and keeps, per chain and on device, the streaming
+means and co-moments (`slt.samplers.moments`): memory m^2 per chain, whatever the number of draws.
+Standard errors and R-hat are between chains (`slt.estimators.observed`). """
 
 from __future__ import annotations
 
@@ -32,6 +31,7 @@ import pandas as pd
 import xarray as xr
 
 from slt.estimators.llc import LLCResult
+from slt.estimators.local_run import LocalPosterior
 from slt.estimators.observed import (
     between_chains,
     cluster_order,
@@ -45,6 +45,7 @@ from slt.estimators.observed import (
 from slt.problem import Params, Problem, require_problem
 from slt.results import Persistable
 from slt.samplers import moments
+from slt.samplers.config import SGLD, RunPlan, Sampler
 from slt.samplers.local_chains import Observables
 from slt.validation import require_params
 
@@ -151,8 +152,9 @@ def loss_kernel(
     key: jax.Array,
     examples=None,
     *,
-    every: int = 1,
-    **options,
+    posterior: LocalPosterior = LocalPosterior(),
+    sampler: Sampler = SGLD(),
+    plan: RunPlan = RunPlan(),
 ) -> LossKernelResult:
     """The loss gain E[l_i(w)] - l_i(w*) and the loss kernel Cov(l_i(w), l_j(w)) of examples
     under the local posterior around w* (module doc).
@@ -161,11 +163,10 @@ def loss_kernel(
       problem, params, key: as for `slt.llc` (params = w*, a trained network or an MLE).
       examples: None (every training example: memory n^2 per chain), a 1-D array of indices
         into the training data, or a dict of arrays in the data's format (other examples).
-      every: observe the losses every this many steps after the warmup (each observation is
-        one forward pass over the examples).
-      **options: `llc`'s keyword arguments (num_chains, num_samples, num_warmup,
-        step_size="auto", gamma, nbeta, batch_size, ...; extrapolate excepted): the same
-        chains, calibration and diagnostics.
+      posterior, sampler, plan: as for `slt.llc` (SGLD(extrapolate=True) excepted): the same
+        chains, calibration and diagnostics; the losses are observed every
+        `plan.observe_every` steps after the warmup (each observation is one forward pass
+        over the examples).
 
     Returns:
       A `LossKernelResult`.
@@ -176,9 +177,10 @@ def loss_kernel(
       FloatingPointError: every chain diverged.
 
     Example:
-      >>> kernel = slt.loss_kernel(problem, params, key, np.arange(4), step_size=1e-2,
-      ...                          num_samples=400, num_warmup=100, mala_every=0,
-      ...                          progress=False)
+      >>> kernel = slt.loss_kernel(
+      ...     problem, params, key, np.arange(4),
+      ...     sampler=slt.samplers.SGLD(step_size=1e-2, mala_every=0),
+      ...     plan=slt.RunPlan(num_samples=400, num_warmup=100, progress=False))
       >>> kernel.covariance.shape, bool(np.all(np.diag(kernel.covariance) > 0))
       ((4, 4), True)
     """
@@ -186,9 +188,8 @@ def loss_kernel(
     require_params(problem, params)
     batch, indices = example_batch(problem, examples, "examples")
     at_center = losses_at(problem, params, batch, "examples")
-    ((run, chains),) = observed_runs(problem, params, key, options,
-                                     observables=Observables(batch), every=every,
-                                     description="loss kernel")
+    ((run, chains),) = observed_runs(problem, params, key, (posterior, sampler, plan),
+                                     observables=Observables(batch), description="loss kernel")
     pooled = moments.combine(chains)
     per_chain_variance = moments.variances(chains)[0]
     rhats = rhat(chains.count, chains.mean_x, per_chain_variance)
@@ -202,7 +203,7 @@ def loss_kernel(
         correlation=_symmetric(moments.correlation(pooled)),
         rhat=rhats,
         num_samples=int(np.min(chains.count)),
-        every=int(every),
+        every=plan.observe_every,
         moments=chains,
         run=run,
         warnings=observation_warnings(run, {"example losses": rhats}),

@@ -9,7 +9,8 @@ with constants, one example each) along the chains of `slt.llc`'s local posterio
 
 summarised on device per chain (`slt.samplers.local_chains.Observables`,
 `slt.samplers.moments`). The run is `llc`'s (`slt.estimators.llc_parts.part_runs`): the same
-options, calibration (step_size="auto"), n beta default, masks, diagnostics and warnings; its
+values (posterior, sampler, plan), calibration, n beta default, masks, diagnostics and
+warnings; its
 `LLCResult` travels with every result as `run` (lambda_hat comes for free).
 
 Standard errors are between chains: a statistic theta (a mean, a covariance) is computed on
@@ -30,12 +31,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slt.estimators.llc import LLCResult, llc_settings
+from slt.estimators.llc import LLCResult, LocalRun
 from slt.estimators.llc_parts import part_runs
+from slt.estimators.local_run import check_local_run
 from slt.problem import Params, Problem
 from slt.samplers import moments
 from slt.samplers.local_chains import Observables
-from slt.validation import InputError, require_int, warn_caller
+from slt.validation import InputError, warn_caller
 
 __all__ = [
     "MAX_RHAT",
@@ -141,29 +143,37 @@ def losses_at(problem: Problem, params: Params, batch: dict, name: str) -> np.nd
     return values
 
 
-def observed_runs(problem: Problem, params: Params, key: jax.Array, options: dict, *,
-                  observables: Observables, every: int, parts: dict | None = None,
+def observed_runs(problem: Problem, params: Params, key: jax.Array, values: tuple, *,
+                  observables: Observables, parts: dict | None = None,
                   description: str) -> list[tuple[LLCResult, moments.Moments]]:
-    """`llc`'s local run (one per part) with `observables` summarised every `every` steps
-    after the warmup; per part, its `LLCResult` and the summaries of its chains that did not
-    diverge (leading axis: chain).
+    """`llc`'s local run (one per part) with `observables` summarised every
+    `plan.observe_every` steps after the warmup; per part, its `LLCResult` and the summaries
+    of its chains that did not diverge (leading axis: chain).
 
     Args:
-      options: `llc`'s keyword arguments (validated by `llc_settings`); extrapolate=True is
-        refused (a twin pair's summaries do not combine).
-      parts: {name: restrict_to} (`part_runs`); None: one run of every weight.
+      values: the estimator's (posterior, sampler, plan), as its user gave them (checked
+        here, `check_local_run`); SGLD(extrapolate=True) is refused (a twin pair's summaries
+        do not combine).
+      parts: {name: restrict_to} (`part_runs`; the posterior's restrict_to must then be
+        None); None: one run of the weights the posterior's restrict_to selects.
 
     Raises:
-      InputError: a bad option or `every`, extrapolate=True, or a bad mask.
+      InputError: a bad value, extrapolate=True, a posterior restricted beside parts, or a
+        bad mask.
       FloatingPointError: every chain of a part diverged (`llc`).
     """
-    settings = llc_settings(problem, params, key, options)
-    if settings["extrapolate"]:
-        raise InputError("extrapolate=True is not supported here: the statistics are "
+    posterior, sampler, plan = values
+    posterior = check_local_run(problem, params, key, posterior, sampler, plan)
+    if getattr(sampler, "extrapolate", False):
+        raise InputError("SGLD(extrapolate=True) is not supported here: the statistics are "
                          "summarised per chain, and a twin pair's do not combine")
-    every = require_int("every", every, minimum=1)
-    runs = part_runs(problem, params, key, settings, {"all": None} if parts is None else parts,
-                     description=description, observables=observables._replace(every=every))
+    if parts is not None and posterior.restrict_to is not None:
+        raise InputError(f"{description} restricts every component itself: give the masks "
+                         "as components, with posterior.restrict_to=None")
+    parts = {"all": posterior.restrict_to} if parts is None else parts
+    runs = part_runs(problem, params, key, LocalRun(posterior, sampler, plan), parts,
+                     description=description,
+                     observables=observables._replace(every=plan.observe_every))
     return [(result, moments.Moments(*(np.asarray(field)[trace.diverged_at < 0]
                                        for field in trace.moments)))
             for result, trace in runs]

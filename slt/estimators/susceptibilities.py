@@ -16,7 +16,7 @@ without the factor n beta,
 for the component observable phi_C(w) = L_q(w) - L_q(w*) localised on a component C (a layer,
 a head, any set of weights) by a delta function on the other weights: its expectation is taken
 over the local posterior of C's weights with every other weight held at w*, the posterior of
-the weight-refined LLC (`slt.llc(restrict_to=...)`, Wang et al. 2024); n beta E_C[phi_C] is
+the weight-refined LLC (`LocalPosterior(restrict_to=...)`, Wang et al. 2024); n beta E_C[phi_C] is
 lambda_hat of C. (devinterp's implementation of their appendix C.4 computes the same
 covariance, with the probe loss in place of L_S.) Here L_q is the mean loss over the
 `reference` examples (default: all training data) and L_S the mean loss over the subset; both
@@ -26,18 +26,18 @@ rise per unit of h: S pulls C away from what the reference data ask of it); nega
 lowers it.
 
 Every component's chains run in one compiled program (the masks are runtime arguments, as in
-`slt.llc_table`), each calibrated on its own with step_size="auto". At every `every`-th draw
-after the warmup the chains evaluate the per-example losses of the reference examples and of
-every subset once (a training index shared by the reference and subsets is evaluated once) and
-keep, on device, the streaming moments of phi_C and of every Delta L_S, linear readouts of
-those losses (`slt.samplers.moments`): memory O(number of subsets) per chain. Standard errors
-are between chains (`slt.estimators.observed`).
-"""
+`slt.llc_table`), each calibrated on its own with step_size="auto". At every
+`plan.observe_every`-th draw after the warmup the chains evaluate the per-example losses of the
+reference examples and of every subset once (a training index shared by the reference and subsets
+is evaluated once) and keep, on device, the streaming moments of phi_C and of every Delta L_S,
+linear readouts of those losses (`slt.samplers.moments`): memory O(number of subsets) per chain.
+Standard errors are between chains (`slt.estimators.observed`). """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -47,6 +47,7 @@ import xarray as xr
 
 from slt.estimators.llc import LLCResult
 from slt.estimators.llc_parts import leaf_parts
+from slt.estimators.local_run import LocalPosterior
 from slt.estimators.observed import (
     between_chains,
     example_batch,
@@ -59,10 +60,11 @@ from slt.estimators.observed import (
 from slt.problem import Params, Problem, require_problem
 from slt.results import Persistable
 from slt.samplers import moments
+from slt.samplers.config import SGLD, RunPlan, Sampler
 from slt.samplers.local_chains import Observables
 from slt.validation import InputError, require_params
 
-__all__ = ["SusceptibilityResult", "susceptibilities"]
+__all__ = ["DataShifts", "SusceptibilityResult", "susceptibilities"]
 
 
 @dataclass(frozen=True)
@@ -143,34 +145,61 @@ class SusceptibilityResult(Persistable):
                 f"draws={self.num_samples}{flags})")
 
 
+@dataclass(frozen=True, eq=False)
+class DataShifts:
+    """The shifts of the data distribution whose effect `susceptibilities` measures: from the
+    base distribution q (the `reference` examples) towards each subset S, q_h = (1 - h) q + h S.
+
+    Attributes:
+      subsets: {name: examples} or a sequence (named "S0", ...); each a 1-D array of indices
+        into the training data or a dict of arrays in the data's format (a second data set).
+      reference: the examples of q: None (all training data: a forward pass over them at
+        every observation) or a 1-D array of indices into the training data.
+
+    Example:
+      >>> slt.DataShifts({"first": np.arange(10)}, reference=np.arange(50))
+      DataShifts(subsets=['first'], reference=<50 examples>)
+    """
+
+    subsets: Mapping | Sequence
+    reference: Any = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "subsets", _named(self.subsets, "subsets", "S"))
+        if isinstance(self.reference, Mapping):
+            raise InputError("reference must be None or a 1-D array of indices into the "
+                             "training data")
+
+    def __repr__(self) -> str:
+        reference = "all" if self.reference is None else f"<{np.size(self.reference)} examples>"
+        return f"DataShifts(subsets={list(self.subsets)}, reference={reference})"
+
+
 def susceptibilities(
     problem: Problem,
     params: Params,
     key: jax.Array,
+    shifts: DataShifts | Mapping | Sequence,
     *,
     components=None,
-    subsets,
-    reference=None,
-    every: int = 1,
-    **options,
+    posterior: LocalPosterior = LocalPosterior(),
+    sampler: Sampler = SGLD(),
+    plan: RunPlan = RunPlan(),
 ) -> SusceptibilityResult:
     """The susceptibilities chi_{C,S} = -Cov_C(phi_C, Delta L_S) of components C of a network
     to shifts of the data towards subsets S (module doc: the definitions and normalisation).
 
     Args:
       problem, params, key: as for `slt.llc` (params = w*).
-      components: {name: mask}, each mask as `llc`'s `restrict_to` (a pytree of booleans
-        shaped like params: one per leaf, or an array per leaf), or a sequence of masks
-        (named "C0", "C1", ...); None: one component per leaf (`slt.leaf_parts`).
-      subsets: {name: examples} or a sequence (named "S0", ...); each a 1-D array of indices
-        into the training data or a dict of arrays in the data's format (a second data set).
-      reference: the examples of the base distribution q: None (all training data: a forward
-        pass over them at every observation) or a 1-D array of indices into the training
-        data.
-      every: observe every this many steps after the warmup.
-      **options: `llc`'s keyword arguments (num_chains, num_samples, num_warmup,
-        step_size="auto", gamma, nbeta, batch_size, ...; extrapolate excepted), for every
-        component's chains.
+      shifts: a `DataShifts` (the subsets and the reference examples), or just the subsets
+        (a dict {name: examples} or a sequence; the reference is then all training data).
+      components: {name: mask}, each mask as `LocalPosterior`'s `restrict_to` (a pytree of
+        booleans shaped like params: one per leaf, or an array per leaf), or a sequence of
+        masks (named "C0", "C1", ...); None: one component per leaf (`slt.leaf_parts`).
+      posterior, sampler, plan: as for `slt.llc` (SGLD(extrapolate=True) excepted; the
+        posterior's restrict_to must be None: the components are the restrictions), for
+        every component's chains; the losses are observed every `plan.observe_every` steps
+        after the warmup.
 
     Returns:
       A `SusceptibilityResult`.
@@ -183,23 +212,25 @@ def susceptibilities(
 
     Example:
       >>> result = slt.susceptibilities(
-      ...     problem, params, key, components={"w0": {"w": np.array([True, False])}},
-      ...     subsets={"first": np.arange(10), "last": np.arange(90, 100)}, step_size=1e-2,
-      ...     num_samples=400, num_warmup=100, mala_every=0, progress=False)
+      ...     problem, params, key, {"first": np.arange(10), "last": np.arange(90, 100)},
+      ...     components={"w0": {"w": np.array([True, False])}},
+      ...     sampler=slt.samplers.SGLD(step_size=1e-2, mala_every=0),
+      ...     plan=slt.RunPlan(num_samples=400, num_warmup=100, progress=False))
       >>> result.table().shape
       (1, 2)
     """
+    shifts = shifts if isinstance(shifts, DataShifts) else DataShifts(shifts)
     require_problem(problem)
     require_params(problem, params)
     components = _named(components, "components", "C") if components is not None else \
         leaf_parts(params)
-    subsets = _named(subsets, "subsets", "S")
-    examples, x_readout, y_readout, sizes = _readouts(problem, subsets, reference)
+    subsets = shifts.subsets
+    examples, x_readout, y_readout, sizes = _readouts(problem, subsets, shifts.reference)
     losses_at(problem, params, examples, "reference and subset")
-    runs = observed_runs(problem, params, key, options,
+    runs = observed_runs(problem, params, key, (posterior, sampler, plan),
                          observables=Observables(examples, x_readout=x_readout,
                                                  y_readout=y_readout),
-                         every=every, parts=components, description="susceptibilities")
+                         parts=components, description="susceptibilities")
     per_component, std_errors, rhat_phi, rhat_shift, notes = [], [], [], [], []
     for name, (run, chains) in zip(components, runs, strict=True):
         phi_variance, shift_variance = moments.variances(chains)
@@ -219,7 +250,7 @@ def susceptibilities(
         rhat_observable=np.array(rhat_phi),
         rhat_shift=np.stack(rhat_shift),
         num_samples=int(min(np.min(chains.count) for _, chains in runs)),
-        every=int(every),
+        every=plan.observe_every,
         moments=tuple(chains for _, chains in runs),
         runs=tuple(run for run, _ in runs),
         warnings=tuple(notes),
@@ -246,9 +277,6 @@ def _readouts(problem: Problem, subsets: dict, reference):
 
     The examples are the union of the training indices of the reference and the subsets
     (each evaluated once), then every subset given as data."""
-    if isinstance(reference, Mapping):
-        raise InputError("reference must be None or a 1-D array of indices into the training "
-                         "data")
     reference_indices = (np.arange(problem.n) if reference is None
                          else example_indices(problem, reference, "reference"))
     checked = {}  # name: (batch, None) for a subset given as data, (None, indices) otherwise

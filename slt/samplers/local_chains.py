@@ -59,8 +59,8 @@ and step t's randomness depends only on (key, chain, t).
 from __future__ import annotations
 
 import functools
-import os
 import time
+from dataclasses import replace
 from typing import NamedTuple
 
 import jax
@@ -73,12 +73,21 @@ from slt.precision import at_full_precision
 from slt.problem import Problem
 from slt.samplers import moments
 from slt.samplers.checkpoint import Checkpoint, join_records
+from slt.samplers.config import HMC, MALA, SGLD, RunPlan
+from slt.samplers.exact import (
+    MEASURE_EVERY,
+    ExactState,
+    exact_initial_state,
+    exact_step,
+    restricted_logdensity,
+    temperature_terms,
+)
 from slt.samplers.runner import ProgressBar, run_units
 from slt.samplers.sgld import SGLDState, mala_log_acceptance, sgld
 from slt.samplers.shuffle import epoch_indices
 
 __all__ = [
-    "ChainTrace", "Observables", "run_chains", "divergence_threshold",
+    "ChainTargets", "ChainTrace", "Observables", "run_chains", "divergence_threshold",
     "configurational_temperature",
 ]
 
@@ -94,15 +103,14 @@ class Observables(NamedTuple):
       readouts the summary holds the auto co-moment of l_X, n_x by n_x).
     x_readout, y_readout: None (the losses themselves) or a matrix of shape (p, n_x), resp.
       (q, n_y): the observables are the linear combinations R l (subset means, ...).
-    start: the first step observed (the warmup: observations are draws of the local
-      posterior); every: observe every this many steps from `start`.
+    every: observe every this many steps from the end of the run's warmup (observations are
+      draws of the local posterior).
     """
 
     x_examples: dict
     y_examples: dict | None = None
     x_readout: np.ndarray | None = None
     y_readout: np.ndarray | None = None
-    start: int = 0
     every: int = 1
 
 
@@ -130,6 +138,7 @@ class ChainTrace(NamedTuple):
     compile_time, run_time: seconds (compile time 0 when the program was cached).
     moments: with `observables`, the `slt.samplers.moments.Moments` of every chain (leading
       axis: chain; host arrays) of the draws it made before it diverged; None otherwise.
+    step_size: an exact sampler's step size per chain after its warmup; None for SGLD.
     """
 
     loss: np.ndarray
@@ -144,6 +153,7 @@ class ChainTrace(NamedTuple):
     compile_time: float
     run_time: float
     moments: moments.Moments | None = None
+    step_size: np.ndarray | None = None
 
 
 def divergence_threshold(dim: int) -> float:
@@ -189,130 +199,148 @@ def configurational_temperature(gradient_product, laplacian) -> tuple[float, flo
     return float(temperature), float(std_error)
 
 
+class ChainTargets(NamedTuple):
+    """What each part's chains sample, one entry per part (`run_chains` runs
+    `plan.num_chains` chains of every part, the parts' chains one after another).
+
+    step_size: the step size of each part's chains (array (P,)): SGLD's eps; an exact
+      sampler's fixed step, or with its step_size="auto" the first guess its warmup adapts.
+    gamma, nbeta: the local posterior's localization strength and n beta, per part.
+    include_prior: add the model's log prior to every target.
+    center_of_part: with several centres, the index of each part's centre in `center`
+      (integers (P,)); None: one centre.
+    mask: None (every coordinate moves), or booleans (P, d) over the flat parameters: the
+      coordinates each part's chains sample, the others held at the centre.
+    """
+
+    step_size: np.ndarray
+    gamma: np.ndarray
+    nbeta: np.ndarray
+    include_prior: bool = False
+    center_of_part: np.ndarray | None = None
+    mask: np.ndarray | None = None
+
+    @property
+    def num_parts(self) -> int:
+        return int(np.size(self.step_size))
+
+
 class _Config(NamedTuple):
     """Everything that changes the compiled program."""
 
     problem: Problem
+    sampler: SGLD | MALA | HMC  # its step size, a runtime value, left out (`_program_sampler`)
     num_chains: int
     chunk_size: int
     batch_size: int
-    preconditioner: str | None
     include_prior: bool
-    mala_every: int
+    num_warmup: int  # exact samplers' adaptation schedule (0 for SGLD: not in its program)
 
 
 class _Carry(NamedTuple):
-    sgld: SGLDState
+    chain: SGLDState | ExactState
     diverged_at: jax.Array
     observed: moments.Moments | None = None  # with observables: the per-chain summaries
 
 
-def run_chains(  # 18 user parameters (Args), flat for help(); 33/122 lines docstring
+def run_chains(
     problem: Problem,
     center,
     key: jax.Array,
+    targets: ChainTargets,
     *,
-    num_chains: int,
-    num_steps: int,
-    step_size,
-    gamma,
-    nbeta,
-    batch_size: int,
-    preconditioner: str | None = None,
-    include_prior: bool = False,
-    mala_every: int = 10,
-    chunk_size: int = 500,
-    progress: bool = True,
-    description: str = "SGLD",
-    checkpoint: str | os.PathLike | None = None,
-    extrapolate: bool = False,
-    mask=None,
-    center_of_chain=None,
+    sampler: SGLD | MALA | HMC = SGLD(),
+    plan: RunPlan = RunPlan(),
     observables: Observables | None = None,
+    description: str = "chains",
 ) -> ChainTrace:
-    """Run `num_chains` SGLD chains for `num_steps` steps from `center` (see module doc).
+    """Run `plan.num_chains` chains of every part of `targets` for `plan.num_steps` steps from
+    `center` (see the module doc), with SGLD or an exact sampler (`slt.samplers.exact`).
 
     Args:
       problem: the model and data.
       center: unconstrained parameters (pytree) where every chain starts; also the centre of
-        the localizing term. With `center_of_chain`, a sequence of such pytrees (the centres).
+        the localizing term. With `targets.center_of_part`, a sequence of such pytrees.
       key: PRNG key.
-      num_chains, num_steps: sizes.
-      step_size, gamma, nbeta: scalars or arrays of shape (num_chains,) (one value per chain).
-      batch_size: minibatch size b (<= n); an epoch is floor(n / b) steps.
-      preconditioner: None or "rmsprop".
-      include_prior: add the model's log prior to the target.
-      mala_every: compute the diagnostics every this many steps (0: never): the MALA
-        acceptance (one extra gradient on the step's minibatch) and the configurational
-        temperature's two terms (one forward-over-reverse gradient and Hessian-vector product
-        on a second minibatch).
-      chunk_size: steps per compiled chunk (progress is reported between chunks).
-      progress: show a tqdm bar.
-      description: the bar's label.
-      checkpoint: a file to save progress to after every chunk and resume from (see the
-        module doc and `slt.samplers.checkpoint`); None: no checkpoint. `run_time` then counts
-        the sampling time of every session.
-      extrapolate: Richardson extrapolation over twin chains at eps and eps / 2 (module doc).
-        The trace then holds `num_chains` combined chains: loss and center_loss are
-        2 x_{eps/2} - x_eps, the diagnostics (log_acceptance, gradient_product, laplacian)
-        are the eps chain's (the larger step's), distance the eps / 2 chain's, and a pair
-        diverged at the first step either twin did.
-      mask: None (every coordinate moves), or a boolean array of the flat parameters' shape
-        (d,) for every chain or (num_chains, d) per chain: the coordinates a chain samples,
-        the others held at its centre (`slt.samplers.sgld`). The MALA acceptance and the
-        configurational temperature are then those of the restricted chains.
-      center_of_chain: with several centres, the index of each chain's centre in `center`
-        (integers, shape (num_chains,)).
+      targets: the parts' local posteriors and step sizes (`ChainTargets`).
+      sampler: `slt.samplers.SGLD` (its batch_size, preconditioner, mala_every and
+        extrapolate are used; the step sizes come from `targets`), `MALA` or `HMC`.
+      plan: `slt.samplers.RunPlan`: chains per part, warmup and draws (their sum is the run's
+        length; observables are recorded from the end of the warmup), chunk size, checkpoint
+        file (module doc, `slt.samplers.checkpoint`; `run_time` then counts the sampling time
+        of every session), progress bar.
       observables: per-example losses to summarise along the chains (`Observables`, module
         doc; not with `extrapolate`); the trace's `moments` then holds every chain's summary.
+      description: the progress bar's label.
+
+    With `extrapolate`, the trace holds the combined chains: loss and center_loss are
+    2 x_{eps/2} - x_eps, the diagnostics (log_acceptance, gradient_product, laplacian) the eps
+    chain's (the larger step's), distance the eps / 2 chain's, and a pair diverged at the
+    first step either twin did. With a mask, the MALA acceptance and the configurational
+    temperature are those of the restricted chains.
 
     Raises:
       slt.samplers.checkpoint.Interrupted: a KeyboardInterrupt during a checkpointed run (the
         chunks before the one in progress are saved; `slt.samplers.runner`).
       slt.samplers.checkpoint.CheckpointError: the file at `checkpoint` is from another run.
     """
+    extrapolate = isinstance(sampler, SGLD) and sampler.extrapolate
     if observables is not None and extrapolate:
         raise ValueError("observables are summarised per chain; a twin pair's Richardson "
                          "combination of them is not supported: use extrapolate=False")
-    num_steps = int(num_steps)
-    chunk_size = max(1, min(int(chunk_size), num_steps))
+    num_steps, checkpoint = plan.num_steps, plan.checkpoint
+    num_chains = targets.num_parts * plan.num_chains
+    chunk_size = max(1, min(plan.chunk_size, num_steps))
+    exact = not isinstance(sampler, SGLD)
     config = _Config(
         problem,
-        int(num_chains),
+        _program_sampler(sampler),
+        num_chains,
         chunk_size,
-        int(batch_size),
-        preconditioner,
-        bool(include_prior),
-        int(mala_every),
+        min(sampler.batch_size, problem.n) if not exact else problem.n,
+        bool(targets.include_prior),
+        plan.num_warmup if exact else 0,
     )
-    several = center_of_chain is not None
+    several = targets.center_of_part is not None
     centers = jnp.stack([problem.ravel(c) for c in center]) if several else problem.ravel(
         center)[None]
     dtype = centers.dtype
     center_losses, center_full_loss = (jnp.stack(v) for v in zip(
         *(_center_losses(problem, flat) for flat in centers), strict=True))
+
+    def chains_of(values, shape=()):
+        return np.repeat(np.broadcast_to(np.asarray(values), (targets.num_parts, *shape)),
+                         plan.num_chains, axis=0)
+
     chain_center = jnp.zeros(num_chains, jnp.int32) if not several else jnp.asarray(
-        center_of_chain, jnp.int32)
+        chains_of(targets.center_of_part), jnp.int32)
     per_chain = [
-        jnp.broadcast_to(jnp.asarray(v, dtype), (num_chains,)) for v in (step_size, gamma, nbeta)
-    ] + [chain_center, jnp.broadcast_to(jnp.asarray(True if mask is None else mask, bool),
-                                        (num_chains, centers.shape[1]))]
+        jnp.broadcast_to(jnp.asarray(chains_of(v), dtype), (num_chains,))
+        for v in (targets.step_size, targets.gamma, targets.nbeta)
+    ] + [chain_center, jnp.broadcast_to(
+        jnp.asarray(True if targets.mask is None else chains_of(targets.mask, (problem.dim,)),
+                    bool), (num_chains, centers.shape[1]))]
     if extrapolate:
         config = config._replace(num_chains=2 * config.num_chains)
         per_chain = _with_twins(per_chain)
     chain_keys = jax.random.split(key, config.num_chains)
     observed = () if observables is None else (
-        _observation_arguments(observables, dtype, num_steps),)
+        _observation_arguments(observables, dtype, plan.num_warmup, num_steps),)
     store = Checkpoint(
-        checkpoint, "run_chains", **config._asdict(), num_steps=num_steps, key=key,
+        checkpoint, "run_chains", **{name: value for name, value in config._asdict().items()
+                                     if name != "sampler"},
+        algorithm=repr(config.sampler), num_steps=num_steps, key=key,
         center=centers if several else centers[0], step_size=per_chain[0], gamma=per_chain[1],
         nbeta=per_chain[2],
         reference_loss=center_full_loss if several else float(center_full_loss[0]),
         **({"center_of_chain": per_chain[3]} if several else {}),
-        **({"mask": per_chain[4]} if mask is not None else {}),
+        **({"mask": per_chain[4]} if targets.mask is not None else {}),
         **({"observables": observed[0]} if observed else {}),
     )
-    resumed = store.resume(_initial_carry(config, centers[per_chain[3]], *observed))
+    initial = (_exact_initial_carry(config, chain_keys, per_chain, centers, problem.data,
+                                    *observed) if exact else
+               _initial_carry(config, centers[per_chain[3]], *observed))
+    resumed = store.resume(initial)
     shared = (centers, center_losses, center_full_loss, problem.data)
     sharding = _chain_sharding(config.num_chains)
     # across processes, the arguments every chain reads are placed on all devices too
@@ -343,12 +371,14 @@ def run_chains(  # 18 user parameters (Args), flat for help(); 33/122 lines docs
     carry, chunks, _, run_time = run_units(
         advance, resumed, store,
         ProgressBar(num_chunks * chunk_size, lambda _, chunks: chunks * chunk_size, description,
-                    show=progress),
+                    show=plan.progress),
         num_units=num_chunks,
     )
     loss, center_loss, log_acceptance, gradient_product, laplacian, distance = (
         record[:, :num_steps] for record in join_records(chunks)
     )
+    final = (_to_host(_projected(carry.chain.kernel.position, per_chain[4], centers[
+        per_chain[3]])) if exact else _to_host(carry.chain.position))
     trace = ChainTrace(
         loss=loss,
         center_loss=center_loss,
@@ -358,12 +388,27 @@ def run_chains(  # 18 user parameters (Args), flat for help(); 33/122 lines docs
         distance=distance,
         center_full_loss=np.asarray(center_full_loss) if several else float(center_full_loss[0]),
         diverged_at=_to_host(carry.diverged_at),
-        final_position=_to_host(carry.sgld.position),
+        final_position=final,
         compile_time=compile_time,
         run_time=run_time,
         moments=None if carry.observed is None else _to_host(carry.observed),
+        step_size=_to_host(carry.chain.step_size) if exact else None,
     )
     return _combine_twins(trace) if extrapolate else trace
+
+
+def _program_sampler(sampler):
+    """The sampler as far as it shapes the compiled program: SGLD's step size is a runtime
+    value (left out); an exact sampler's "auto" decides whether it adapts (kept)."""
+    if isinstance(sampler, SGLD):
+        return replace(sampler, step_size="auto")
+    return sampler if sampler.step_size == "auto" else replace(sampler, step_size=1.0)
+
+
+def _projected(positions, masks, centers):
+    """Restricted exact chains' positions with the unselected coordinates at the centre
+    (`slt.samplers.exact`, "Restricted chains")."""
+    return jnp.where(masks, positions, centers)
 
 
 def _center_losses(problem: Problem, center_flat) -> tuple[jax.Array, jax.Array]:
@@ -413,8 +458,42 @@ def _combine_twins(trace: ChainTrace) -> ChainTrace:
 
 
 def _initial_carry(config: _Config, position, watch: _Watch | None = None) -> _Carry:
-    """Every chain at its centre (`position`: (num_chains, d)), none diverged, nothing
+    """Every SGLD chain at its centre (`position`: (num_chains, d)), none diverged, nothing
     observed yet (with `watch`, the observation arguments)."""
+    return _Carry(
+        chain=jax.vmap(sgld(config.sampler.preconditioner).init)(position),
+        diverged_at=jnp.full((config.num_chains,), -1, jnp.int32),
+        observed=_no_observations(config, position, watch),
+    )
+
+
+def _exact_initial_carry(config: _Config, chain_keys, per_chain, centers, data,
+                         watch: _Watch | None = None) -> _Carry:
+    """Every exact chain at its centre, its first step size found (`slt.samplers.exact`),
+    none diverged, nothing observed yet."""
+    log_target = _local_log_target(config.problem, config.include_prior)
+
+    @jax.jit
+    def initial(chain_keys, per_chain, centers, data):
+        def one(chain_key, step_size, gamma, nbeta, center_index, mask):
+            center = centers[center_index]
+            logdensity = restricted_logdensity(
+                lambda flat: log_target(flat, data, gamma, nbeta, center), mask, center)
+            return exact_initial_state(config.sampler, jax.random.fold_in(chain_key, -1 % 2**31),
+                                       center, logdensity, step_size)
+
+        return jax.vmap(one)(chain_keys, *per_chain)
+
+    position = centers[per_chain[3]]
+    return _Carry(
+        chain=initial(chain_keys, per_chain, centers, data),
+        diverged_at=jnp.full((config.num_chains,), -1, jnp.int32),
+        observed=_no_observations(config, position, watch),
+    )
+
+
+def _no_observations(config: _Config, position, watch: _Watch | None):
+    """Empty per-chain summaries of the observables (None without `watch`)."""
     observed = None
     if watch is not None:
         sizes = [len(next(iter(examples.values()))) if readout is None else readout.shape[0]
@@ -422,11 +501,7 @@ def _initial_carry(config: _Config, position, watch: _Watch | None = None) -> _C
                                            (watch.y_examples or watch.x_examples,
                                             watch.y_readout))]
         observed = moments.zeros((config.num_chains,), *sizes, position.dtype)
-    return _Carry(
-        sgld=jax.vmap(sgld(config.preconditioner).init)(position),
-        diverged_at=jnp.full((config.num_chains,), -1, jnp.int32),
-        observed=observed,
-    )
+    return observed
 
 
 class _Watch(NamedTuple):
@@ -442,7 +517,8 @@ class _Watch(NamedTuple):
     stop: jax.Array
 
 
-def _observation_arguments(observables: Observables, dtype, num_steps: int) -> _Watch:
+def _observation_arguments(observables: Observables, dtype, start: int, num_steps: int
+                           ) -> _Watch:
     """`observables` as arguments of the chunk program: device arrays, the readouts in the
     chains' dtype, start, every and the run's length as integer scalars (runtime values: one
     program serves every warmup and run length)."""
@@ -455,7 +531,7 @@ def _observation_arguments(observables: Observables, dtype, num_steps: int) -> _
             name: jnp.asarray(v) for name, v in observables.y_examples.items()},
         x_readout=readout(observables.x_readout),
         y_readout=readout(observables.y_readout),
-        start=jnp.asarray(int(observables.start)),
+        start=jnp.asarray(int(start)),
         every=jnp.asarray(max(int(observables.every), 1)),
         stop=jnp.asarray(num_steps),
     )
@@ -502,19 +578,20 @@ def _compile(config: _Config, arguments, observed: tuple):
     `observed`: () or (the observation arguments,), passed after the first step."""
     leaves, structure = jax.tree.flatten((arguments, observed))
     signature = (
-        "sgld chunk", config._replace(problem=None), structure,
+        "chain chunk", config._replace(problem=None), structure,
         tuple((a.shape, a.dtype, a.sharding) for a in leaves),
     )
+    chunk = _run_chunk if isinstance(config.sampler, SGLD) else _run_exact_chunk
     return compile_cache.compiled_for(
         config.problem, signature,
-        lambda: jax.jit(functools.partial(_run_chunk, config)).lower(
+        lambda: jax.jit(functools.partial(chunk, config)).lower(
             *arguments, jnp.asarray(0), *observed).compile(),
     )
 
 
 def compile_count() -> int:
     """How many chunk programs have been compiled in this process (for recompilation tests)."""
-    return compile_cache.compile_count("sgld chunk")
+    return compile_cache.compile_count("chain chunk")
 
 
 def _observation(problem: Problem, watch: _Watch):
@@ -608,7 +685,7 @@ def _run_chunk(
     problem = config.problem
     steps_per_epoch = problem.n // config.batch_size
     threshold = divergence_threshold(problem.dim)
-    algorithm = sgld(config.preconditioner)
+    algorithm = sgld(config.sampler.preconditioner)
     log_target = _local_log_target(problem, config.include_prior)
     measurements = _measurements(log_target, problem, data, config.batch_size)
 
@@ -630,7 +707,8 @@ def _run_chunk(
             return measurements(state, new_state, info, batch, chain_key, step, hyper, center,
                                 mask)
 
-        measure = (config.mala_every > 0) & (step % max(config.mala_every, 1) == 0)
+        mala_every = config.sampler.mala_every
+        measure = (mala_every > 0) & (step % max(mala_every, 1) == 0)
         nan = jnp.asarray(jnp.nan, loss.dtype)
         log_acceptance, gradient_product, laplacian = jax.lax.cond(
             measure, diagnostics, lambda: (nan, nan, nan)
@@ -661,7 +739,7 @@ def _run_chunk(
 
     def scan_step(carry: _Carry, step):
         state, diverged_at, record = jax.vmap(chain_step, in_axes=(0, 0, 0, 0, 0, 0, None))(
-            carry.sgld, carry.diverged_at, chain_keys, per_chain, chain_centers,
+            carry.chain, carry.diverged_at, chain_keys, per_chain, chain_centers,
             chain_references, step
         )
         observed = carry.observed
@@ -669,9 +747,91 @@ def _run_chunk(
             due = ((step >= watch.start) & (step < watch.stop)
                    & ((step - watch.start) % watch.every == 0))
             observed = jax.lax.cond(
-                due, lambda: observe(observed, carry.sgld.position, diverged_at < 0),
+                due, lambda: observe(observed, carry.chain.position, diverged_at < 0),
                 lambda: observed,
             )
+        return _Carry(state, diverged_at, observed), record
+
+    steps = first_step + jnp.arange(config.chunk_size)
+    carry, records = jax.lax.scan(scan_step, carry, steps)
+    return carry, tuple(record.T for record in records)
+
+
+def _run_exact_chunk(
+    config: _Config,
+    carry: _Carry,
+    chain_keys,
+    per_chain,
+    centers,
+    center_losses,
+    reference_losses,
+    data,
+    first_step,
+    watch: _Watch | None = None,
+):
+    """`chunk_size` steps of every exact chain (MALA or HMC on the full data, adapting during
+    the warmup: `slt.samplers.exact`) from `first_step`, with `_run_chunk`'s record: the loss
+    is L_n at the chain's (restricted) position, the centre loss L_n(w_center), the
+    acceptance probability of every step, the temperature's terms every `MEASURE_EVERY`
+    steps. The arguments are `_run_chunk`'s (`center_losses` unused: the losses are exact)."""
+    problem, sampler = config.problem, config.sampler
+    threshold = divergence_threshold(problem.dim)
+    log_target = _local_log_target(problem, config.include_prior)
+    chain_centers, chain_references = centers[per_chain[3]], reference_losses[per_chain[3]]
+
+    def logdensity_of(values, center):
+        step_size, gamma, nbeta, _, mask = values
+        return restricted_logdensity(
+            lambda flat: log_target(flat, data, gamma, nbeta, center), mask, center)
+
+    def chain_step(state: ExactState, diverged_at, chain_key, values, center, reference, step):
+        mask = values[4]
+        new_state, acceptance = exact_step(sampler, jax.random.fold_in(chain_key, step), state,
+                                           logdensity_of(values, center), step,
+                                           config.num_warmup)
+        position = jnp.where(mask, state.kernel.position, center)
+        loss = -jnp.mean(problem.loglik(problem.unravel(position), data)).astype(
+            position.dtype)
+        exploded = (~jnp.isfinite(loss) | (values[2] * (loss - reference) > threshold)
+                    | ~jnp.all(jnp.isfinite(new_state.kernel.position)))
+        diverged_at = jnp.where((diverged_at < 0) & exploded, step.astype(jnp.int32),
+                                diverged_at)
+        stopped = diverged_at >= 0
+        new_state = jax.tree.map(lambda new, old: jnp.where(stopped, old, new), new_state, state)
+        nan = jnp.asarray(jnp.nan, loss.dtype)
+        record = (jnp.where(stopped, nan, loss), reference,
+                  jnp.where(stopped, nan, jnp.log(acceptance).astype(loss.dtype)),
+                  jnp.linalg.norm(position - center))
+        return new_state, diverged_at, record
+
+    def temperature(state: ExactState, chain_key, values, center, step):
+        key = jax.random.fold_in(jax.random.fold_in(chain_key, step), 1)
+        return temperature_terms(logdensity_of(values, center), state.kernel.position,
+                                 state.kernel.logdensity_grad, values[4], key)
+
+    observe = None if watch is None else _observation(problem, watch)
+
+    def scan_step(carry: _Carry, step):
+        state, diverged_at, (loss, reference, log_acceptance, distance) = jax.vmap(
+            chain_step, in_axes=(0, 0, 0, 0, 0, 0, None))(
+            carry.chain, carry.diverged_at, chain_keys, per_chain, chain_centers,
+            chain_references, step)
+        nan = jnp.full_like(loss, jnp.nan)
+        gradient_product, laplacian = jax.lax.cond(
+            step % MEASURE_EVERY == 0,
+            lambda: jax.vmap(temperature, in_axes=(0, 0, 0, 0, None))(
+                carry.chain, chain_keys, per_chain, chain_centers, step),
+            lambda: (nan, nan))
+        stopped = diverged_at >= 0
+        record = (loss, reference, log_acceptance, jnp.where(stopped, nan, gradient_product),
+                  jnp.where(stopped, nan, laplacian), distance)
+        observed = carry.observed
+        if watch is not None:
+            due = ((step >= watch.start) & (step < watch.stop)
+                   & ((step - watch.start) % watch.every == 0))
+            positions = jnp.where(per_chain[4], carry.chain.kernel.position, chain_centers)
+            observed = jax.lax.cond(
+                due, lambda: observe(observed, positions, diverged_at < 0), lambda: observed)
         return _Carry(state, diverged_at, observed), record
 
     steps = first_step + jnp.arange(config.chunk_size)

@@ -60,7 +60,7 @@ from slt.validation import require_one_of
 
 PRECONDITIONERS = (None, "rmsprop")
 
-__all__ = ["SGLDState", "SGLDInfo", "SGLD", "sgld", "mala_log_acceptance"]
+__all__ = ["SGLDState", "SGLDInfo", "SGLDKernel", "sgld", "mala_log_acceptance"]
 
 # RMSprop constants: decay of the squared-gradient average and the damping delta, pSGLD's
 # published defaults (Li et al. 2016). devinterp uses delta = 0.1; with gradients scaled by
@@ -94,19 +94,19 @@ class SGLDInfo(NamedTuple):
     diagonal: jax.Array
 
 
-class SGLD(NamedTuple):
+class SGLDKernel(NamedTuple):
     init: Callable[[jax.Array], SGLDState]
     step: Callable[..., tuple[SGLDState, SGLDInfo]]
 
 
-def sgld(preconditioner: str | None = None) -> SGLD:
+def sgld(preconditioner: str | None = None) -> SGLDKernel:
     """Build the SGLD algorithm.
 
     Args:
       preconditioner: None (plain SGLD) or "rmsprop" (pSGLD).
 
     Returns:
-      `SGLD(init, step)`: `init(position) -> SGLDState`;
+      `SGLDKernel(init, step)`: `init(position) -> SGLDState`;
       `step(key, state, logdensity_fn, step_size, mask=None) -> (new_state, SGLDInfo)`,
       where `logdensity_fn(position) -> (log pi_hat, aux)` is the minibatch estimate of the
       log density (differentiated here; `aux` is passed through to the info) and `mask`
@@ -148,7 +148,7 @@ def sgld(preconditioner: str | None = None) -> SGLD:
         )
         return SGLDState(position, square_avg), SGLDInfo(log_density, aux, gradient, diagonal)
 
-    return SGLD(init, step)
+    return SGLDKernel(init, step)
 
 
 def mala_log_acceptance(

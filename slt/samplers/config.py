@@ -1,0 +1,287 @@
+"""How the local estimators sample: the sampler and the run plan, as frozen values.
+
+As BlackJAX builds a sampler once (`blackjax.mala(logdensity_fn, step_size)`) and Optax an
+optimiser (`optax.adam(learning_rate)`), slt's local estimators (`slt.llc`, `llc_table`,
+`llc_trajectory`, `loss_kernel`, `bif`, `susceptibilities`) take what they sample with and for
+how long as values, each with its defaults in its definition and its fields checked when it is
+built (`InputError` naming the field):
+
+- the sampler: `SGLD` (stochastic gradients on minibatches; the default), or an exact,
+  full-batch sampler of the same local posterior, `MALA` or `HMC` (Metropolis-adjusted, built
+  on BlackJAX's kernels, step size and mass matrix adapted during the warmup): run one beside
+  SGLD to see whether SGLD's answer is right;
+- `Calibration`: how `SGLD(step_size="auto")` chooses its step size (`slt.llc_calibrate`);
+- `RunPlan`: how many chains, how long, in what chunks, with what checkpoint and progress.
+
+The estimand itself (gamma, n beta, the prior, the weights sampled) is a third value,
+`slt.LocalPosterior`.
+
+Example:
+  >>> SGLD(step_size=1e-3, batch_size=128)
+  SGLD(step_size=0.001, batch_size=128, preconditioner=None, mala_every=10, extrapolate=False)
+  >>> RunPlan(num_chains=8).num_samples
+  1000
+  >>> MALA(step_size=-1.0)
+  Traceback (most recent call last):
+  slt.validation.InputError: step_size must be a finite number > 0 or "auto", got -1.0
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from slt.samplers.sgld import PRECONDITIONERS
+from slt.validation import (
+    InputError,
+    require_in_interval,
+    require_instance,
+    require_int,
+    require_one_of,
+    require_positive,
+    require_step_size,
+)
+
+__all__ = ["HMC", "MALA", "SGLD", "Calibration", "RunPlan", "Sampler"]
+
+MASS_MATRICES = (None, "diagonal")
+
+
+def _set(value, name: str, converted) -> None:
+    """Store a checked field on a frozen dataclass (its `__post_init__` normalises)."""
+    object.__setattr__(value, name, converted)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """How `SGLD(step_size="auto")` chooses its step size: the sweep of `slt.llc_calibrate`.
+
+    For every candidate step size (and gamma) `chains_per_candidate` short chains run
+    (`num_warmup` + `num_samples` steps), all candidates in one compiled program; a candidate
+    passes when no chain diverges, the mean MALA acceptance is at least `min_acceptance`, the
+    trace is stationary, the minibatch-noise ratio r(eps) is at most `max_noise_ratio`, and the
+    configurational temperature satisfies |T - 1| <= `max_temperature_deviation` + 2 standard
+    errors; the largest passing step size is chosen (the full criterion and the reasons for
+    each number: `slt.estimators.llc_calibration`).
+
+    Attributes:
+      step_sizes: the candidate step sizes; None: a geometric grid scaled by n beta and the
+        minibatch-noise limit (`slt.estimators.llc_calibration.default_step_sizes`).
+      gammas: candidate localization strengths to calibrate as well; None: the local
+        posterior's gamma only. With several, the smallest gamma with a passing step wins.
+      chains_per_candidate, num_warmup, num_samples: the size of each candidate's run.
+      min_acceptance: the MALA acceptance a candidate needs (0.9: each step's discretisation
+        error is small).
+      max_noise_ratio: the largest r(eps) = (eps / 4d) sum_j G_j (n beta)^2 Var_b(g_j)
+        (0.02: measured, minibatch noise then biases lambda_hat by about 5%).
+      max_temperature_deviation: the largest |T - 1| beyond two standard errors (0.1).
+      max_lengthenings: how many times a sweep with no passing candidate is repeated with
+        twice the warmup and draws for the candidates that had not settled (0: never).
+    """
+
+    step_sizes: tuple[float, ...] | None = None
+    gammas: tuple[float, ...] | None = None
+    chains_per_candidate: int = 2
+    num_warmup: int = 500
+    num_samples: int = 1000
+    min_acceptance: float = 0.9
+    max_noise_ratio: float = 0.02
+    max_temperature_deviation: float = 0.1
+    max_lengthenings: int = 3
+
+    def __post_init__(self):
+        for name in ("step_sizes", "gammas"):
+            values = getattr(self, name)
+            if values is not None:
+                _set(self, name, _positive_tuple(name, values, allow_zero=name == "gammas"))
+        for name, minimum in (("chains_per_candidate", 1), ("num_warmup", 0),
+                              ("num_samples", 1), ("max_lengthenings", 0)):
+            _set(self, name, require_int(name, getattr(self, name), minimum=minimum))
+        _set(self, "min_acceptance", require_in_interval(
+            "min_acceptance", self.min_acceptance, 0.0, 1.0, closed=True))
+        for name in ("max_noise_ratio", "max_temperature_deviation"):
+            _set(self, name, require_positive(name, getattr(self, name)))
+
+
+@dataclass(frozen=True)
+class SGLD:
+    """Stochastic-gradient Langevin dynamics on minibatches (the default sampler).
+
+    One step from w with step size eps, the minibatch estimate g of grad log pi(w) and a
+    diagonal preconditioner G (`slt.samplers.sgld`):
+
+        w' = w + (eps / 2) G g + sqrt(eps G) xi,      xi ~ N(0, I),
+
+    G = I (plain SGLD, Welling & Teh 2011) or RMSprop's 1 / (delta + sqrt(v)) (pSGLD, Li et
+    al. 2016). SGLD never rejects, so its stationary law is off by O(eps) (discretisation and
+    minibatch noise): the MALA acceptance its proposal would have had and the configurational
+    temperature, measured every `mala_every` steps, say how far.
+
+    Attributes:
+      step_size: eps; "auto" (the default): chosen by `slt.llc_calibrate` with the default
+        `Calibration`, then checked on the run (`slt.llc`'s docstring); or a `Calibration`
+        value: chosen by that sweep.
+      batch_size: minibatch size b (capped at n); chains draw their minibatches by shuffled
+        epochs, independently.
+      preconditioner: None (SGLD) or "rmsprop" (pSGLD: on reduced-rank regression and deep
+        linear networks a lower median error but hotter chains; RESULTS.md).
+      mala_every: measure the diagnostics (MALA acceptance, configurational temperature)
+        every this many steps; 0: never (no temperature, no "auto" temperature check).
+      extrapolate: Richardson extrapolation over twin chains at eps and eps / 2, removing the
+        O(eps) bias at twice the work (`slt.samplers.local_chains`).
+    """
+
+    step_size: float | str | Calibration = "auto"
+    batch_size: int = 256
+    preconditioner: str | None = None
+    mala_every: int = 10
+    extrapolate: bool = False
+
+    def __post_init__(self):
+        if not isinstance(self.step_size, Calibration):
+            _set(self, "step_size", require_step_size("step_size", self.step_size))
+        _set(self, "batch_size", require_int("batch_size", self.batch_size, minimum=1))
+        require_one_of("preconditioner", self.preconditioner, PRECONDITIONERS)
+        _set(self, "mala_every", require_int("mala_every", self.mala_every, minimum=0))
+        _set(self, "extrapolate", _boolean("extrapolate", self.extrapolate))
+
+    @property
+    def calibration(self) -> Calibration | None:
+        """The sweep that chooses the step size (None for a numeric step size)."""
+        if isinstance(self.step_size, Calibration):
+            return self.step_size
+        return Calibration() if self.step_size == "auto" else None
+
+
+@dataclass(frozen=True)
+class MALA:
+    """The Metropolis-adjusted Langevin algorithm on the full data: an exact sampler.
+
+    Proposal w' = w + tau grad log pi(w) + sqrt(2 tau) xi, xi ~ N(0, I) (BlackJAX's
+    `blackjax.mala`, tau its `step_size`), accepted with the Metropolis-Hastings probability
+    min(1, pi(w') q(w | w') / (pi(w) q(w' | w))): the chain's law is exactly the local
+    posterior, whatever tau, at the price of one full-data gradient per step. With
+    step_size="auto", tau is adapted during the warmup by Nesterov dual averaging
+    (`blackjax.adaptation.step_size.dual_averaging_adaptation`) to the acceptance rate
+    `target_acceptance` (0.574, optimal for MALA in high dimension: Roberts & Rosenthal 1998)
+    and then held fixed.
+
+    Attributes:
+      step_size: tau, or "auto" (adapted during the warmup).
+      target_acceptance: the mean acceptance probability the adaptation aims at.
+    """
+
+    step_size: float | str = "auto"
+    target_acceptance: float = 0.574
+
+    def __post_init__(self):
+        _set(self, "step_size", require_step_size("step_size", self.step_size))
+        _set(self, "target_acceptance", _open_unit("target_acceptance", self.target_acceptance))
+
+
+@dataclass(frozen=True)
+class HMC:
+    """Hamiltonian Monte Carlo on the full data: an exact sampler.
+
+    Each step draws a momentum p ~ N(0, M), integrates Hamilton's equations for
+    H(w, p) = -log pi(w) + p' M^-1 p / 2 with `num_integration_steps` leapfrog steps of size
+    eps, and accepts the end point with probability min(1, exp(-Delta H)) (BlackJAX's
+    `blackjax.hmc`): the chain's law is exactly the local posterior. During the warmup eps is
+    adapted by dual averaging to `target_acceptance` (step_size="auto") and, with
+    mass_matrix="diagonal", M^-1 is set to the draws' variances over the middle half of the
+    warmup (Welford's estimate regularised towards 1e-3 as Stan does,
+    `blackjax.adaptation.mass_matrix`), after which eps is adapted again. The local
+    posterior's curvatures span decades (n beta times the loss's in identified directions,
+    gamma in the flat ones): the mass matrix evens them out.
+
+    Attributes:
+      step_size: eps, or "auto" (adapted during the warmup).
+      num_integration_steps: leapfrog steps per proposal (each one full-data gradient).
+      target_acceptance: the mean acceptance probability the adaptation aims at (0.8).
+      mass_matrix: "diagonal" (adapted during the warmup) or None (the identity).
+    """
+
+    step_size: float | str = "auto"
+    num_integration_steps: int = 16
+    target_acceptance: float = 0.8
+    mass_matrix: str | None = "diagonal"
+
+    def __post_init__(self):
+        _set(self, "step_size", require_step_size("step_size", self.step_size))
+        _set(self, "num_integration_steps", require_int(
+            "num_integration_steps", self.num_integration_steps, minimum=1))
+        _set(self, "target_acceptance", _open_unit("target_acceptance", self.target_acceptance))
+        require_one_of("mass_matrix", self.mass_matrix, MASS_MATRICES)
+
+
+Sampler = SGLD | MALA | HMC
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """How long the chains run, in what pieces, with what record.
+
+    Attributes:
+      num_chains: independent chains (per part, for the estimators of several parts);
+        vmapped, sharded over the devices when their total divides evenly.
+      num_warmup: steps per chain discarded first (with an exact sampler: its adaptation).
+      num_samples: draws per chain kept for the estimate (one per step).
+      chunk_size: steps per compiled chunk; progress is reported and the checkpoint written
+        between chunks.
+      checkpoint: a file (.npz) where the chains' state and traces are saved after every
+        chunk; a run stopped by Ctrl-C (`slt.Interrupted`) or killed resumes from it when
+        called again with the same arguments, to the bitwise same result
+        (`slt.samplers.checkpoint`); None: no file.
+      progress: show progress bars.
+      observe_every: the estimators that observe example losses along the chains
+        (`slt.loss_kernel`, `slt.bif`, `slt.susceptibilities`) observe them every this many
+        steps after the warmup (each observation is a forward pass over the examples);
+        `slt.llc` records every step whatever its value.
+    """
+
+    num_chains: int = 4
+    num_warmup: int = 1000
+    num_samples: int = 1000
+    chunk_size: int = 500
+    checkpoint: str | os.PathLike | None = None
+    progress: bool = True
+    observe_every: int = 1
+
+    def __post_init__(self):
+        for name, minimum in (("num_chains", 1), ("num_warmup", 0), ("num_samples", 1),
+                              ("chunk_size", 1), ("observe_every", 1)):
+            _set(self, name, require_int(name, getattr(self, name), minimum=minimum))
+        if self.checkpoint is not None:
+            require_instance("checkpoint", self.checkpoint, str | os.PathLike,
+                             "a file path or None")
+        _set(self, "progress", _boolean("progress", self.progress))
+
+    @property
+    def num_steps(self) -> int:
+        """Steps per chain: warmup and kept draws."""
+        return self.num_warmup + self.num_samples
+
+
+def _positive_tuple(name: str, values, *, allow_zero: bool) -> tuple[float, ...]:
+    """A non-empty sequence of finite numbers > 0 (>= 0 with allow_zero), as a tuple."""
+    flat = np.ravel(np.asarray(values, dtype=object))
+    if flat.size == 0:
+        raise InputError(f"{name} must be a non-empty sequence of numbers, got {values!r}")
+    return tuple(require_positive(name, value, allow_zero=allow_zero) for value in flat)
+
+
+def _open_unit(name: str, value) -> float:
+    """A number strictly between 0 and 1."""
+    number = require_in_interval(name, value, 0.0, 1.0)
+    if number in (0.0, 1.0):
+        raise InputError(f"{name} must lie strictly between 0 and 1, got {value!r}")
+    return number
+
+
+def _boolean(name: str, value) -> bool:
+    """True or False (NumPy's booleans too), nothing else."""
+    if not isinstance(value, bool | np.bool_):
+        raise InputError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
