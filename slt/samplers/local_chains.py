@@ -341,7 +341,7 @@ def run_chains(
                                     *observed) if exact else
                _initial_carry(config, centers[per_chain[3]], *observed))
     resumed = store.resume(initial)
-    shared = (centers, center_losses, center_full_loss, problem.data)
+    shared = _Shared(centers, center_losses, center_full_loss, problem.data)
     sharding = _chain_sharding(config.num_chains)
     # across processes, the arguments every chain reads are placed on all devices too
     replicated = None
@@ -354,7 +354,7 @@ def run_chains(
                                  "checkpointed sampler in a single process")
             replicated = NamedSharding(sharding.mesh, PartitionSpec())
             shared, observed = _place((shared, observed), replicated)
-    arguments = (resumed.state, chain_keys, per_chain, *shared)
+    arguments = (resumed.state, chain_keys, per_chain, shared)
 
     start = time.perf_counter()
     compiled, was_cached = _compile(config, arguments, observed)
@@ -594,10 +594,12 @@ def compile_count() -> int:
     return compile_cache.compile_count("chain chunk")
 
 
-def _observation(problem: Problem, watch: _Watch):
-    """observe(summaries, positions, keep) -> the per-chain summaries updated with the
-    observables x = R_x l_X(w), y = R_y l_Y(w) at every chain's position (module doc), where
-    `keep` (per chain) holds."""
+def _observation(problem: Problem, watch: _Watch | None):
+    """observe(summaries, positions, keep, step) -> the per-chain summaries, updated at a step
+    due for observation (from `watch.start`, every `watch.every`, before `watch.stop`) with
+    the observables x = R_x l_X(w), y = R_y l_Y(w) at every chain's position (module doc),
+    where `keep` (per chain) holds; the summaries as they were at other steps, and always
+    without `watch` (None: nothing observed, and nothing of it in the program)."""
     @at_full_precision  # the readouts' products too: R l of float32 losses (slt.precision)
     def observables(flat):
         first = _losses(problem, flat, watch.x_examples)
@@ -606,8 +608,14 @@ def _observation(problem: Problem, watch: _Watch):
         y = second if watch.y_readout is None else watch.y_readout @ second
         return x, y
 
-    def observe(summaries, positions, keep):
-        return moments.update(summaries, *jax.vmap(observables)(positions), keep)
+    def observe(summaries, positions, keep, step):
+        if watch is None:
+            return summaries
+        due = ((step >= watch.start) & (step < watch.stop)
+               & ((step - watch.start) % watch.every == 0))
+        return jax.lax.cond(
+            due, lambda: moments.update(summaries, *jax.vmap(observables)(positions), keep),
+            lambda: summaries)
 
     return observe
 
@@ -664,18 +672,18 @@ def _measurements(log_target, problem: Problem, data, batch_size: int):
     return measure
 
 
-def _run_chunk(
-    config: _Config,
-    carry: _Carry,
-    chain_keys,
-    per_chain,
-    centers,
-    center_losses,
-    reference_losses,
-    data,
-    first_step,
-    watch: _Watch | None = None,
-):
+class _Shared(NamedTuple):
+    """What every chain of a chunk program reads (its arguments, not constants): the centres
+    (one row each), the per-example losses at each centre, L_n at each centre, the data."""
+
+    centers: jax.Array
+    center_losses: jax.Array
+    reference_losses: jax.Array
+    data: dict
+
+
+def _run_chunk(config: _Config, carry: _Carry, chain_keys, per_chain, shared: _Shared,
+               first_step, watch: _Watch | None = None):
     """`chunk_size` SGLD steps of every chain from `first_step`. The data are an argument (not
     constants of the compiled program): compile time and memory do not grow with them; so are
     the centres (one row each; `per_chain` holds each chain's index into them, and its mask:
@@ -683,6 +691,7 @@ def _run_chunk(
     every weight is bitwise the unrestricted run), and the observed examples (`watch`; None:
     nothing observed, and nothing of it in the program)."""
     problem = config.problem
+    centers, center_losses, reference_losses, data = shared
     steps_per_epoch = problem.n // config.batch_size
     threshold = divergence_threshold(problem.dim)
     algorithm = sgld(config.sampler.preconditioner)
@@ -735,21 +744,14 @@ def _run_chunk(
 
     # each chain's centre and reference loss, gathered once a chunk rather than every step
     chain_centers, chain_references = centers[per_chain[3]], reference_losses[per_chain[3]]
-    observe = None if watch is None else _observation(problem, watch)
+    observe = _observation(problem, watch)
 
     def scan_step(carry: _Carry, step):
         state, diverged_at, record = jax.vmap(chain_step, in_axes=(0, 0, 0, 0, 0, 0, None))(
             carry.chain, carry.diverged_at, chain_keys, per_chain, chain_centers,
             chain_references, step
         )
-        observed = carry.observed
-        if watch is not None:  # the draw w_t of every chain that had not diverged by step t
-            due = ((step >= watch.start) & (step < watch.stop)
-                   & ((step - watch.start) % watch.every == 0))
-            observed = jax.lax.cond(
-                due, lambda: observe(observed, carry.chain.position, diverged_at < 0),
-                lambda: observed,
-            )
+        observed = observe(carry.observed, carry.chain.position, diverged_at < 0, step)
         return _Carry(state, diverged_at, observed), record
 
     steps = first_step + jnp.arange(config.chunk_size)
@@ -757,23 +759,15 @@ def _run_chunk(
     return carry, tuple(record.T for record in records)
 
 
-def _run_exact_chunk(
-    config: _Config,
-    carry: _Carry,
-    chain_keys,
-    per_chain,
-    centers,
-    center_losses,
-    reference_losses,
-    data,
-    first_step,
-    watch: _Watch | None = None,
-):
+def _run_exact_chunk(config: _Config, carry: _Carry, chain_keys, per_chain, shared: _Shared,
+                     first_step, watch: _Watch | None = None):
     """`chunk_size` steps of every exact chain (MALA or HMC on the full data, adapting during
     the warmup: `slt.samplers.exact`) from `first_step`, with `_run_chunk`'s record: the loss
     is L_n at the chain's (restricted) position, the centre loss L_n(w_center), the
     acceptance probability of every step, the temperature's terms every `MEASURE_EVERY`
-    steps. The arguments are `_run_chunk`'s (`center_losses` unused: the losses are exact)."""
+    steps. The arguments are `_run_chunk`'s (`shared.center_losses` unused: the losses are
+    exact)."""
+    centers, _, reference_losses, data = shared
     problem, sampler = config.problem, config.sampler
     threshold = divergence_threshold(problem.dim)
     log_target = _local_log_target(problem, config.include_prior)
@@ -809,7 +803,7 @@ def _run_exact_chunk(
         return temperature_terms(logdensity_of(values, center), state.kernel.position,
                                  state.kernel.logdensity_grad, values[4], key)
 
-    observe = None if watch is None else _observation(problem, watch)
+    observe = _observation(problem, watch)
 
     def scan_step(carry: _Carry, step):
         state, diverged_at, (loss, reference, log_acceptance, distance) = jax.vmap(
@@ -825,13 +819,8 @@ def _run_exact_chunk(
         stopped = diverged_at >= 0
         record = (loss, reference, log_acceptance, jnp.where(stopped, nan, gradient_product),
                   jnp.where(stopped, nan, laplacian), distance)
-        observed = carry.observed
-        if watch is not None:
-            due = ((step >= watch.start) & (step < watch.stop)
-                   & ((step - watch.start) % watch.every == 0))
-            positions = jnp.where(per_chain[4], carry.chain.kernel.position, chain_centers)
-            observed = jax.lax.cond(
-                due, lambda: observe(observed, positions, diverged_at < 0), lambda: observed)
+        positions = jnp.where(per_chain[4], carry.chain.kernel.position, chain_centers)
+        observed = observe(carry.observed, positions, diverged_at < 0, step)
         return _Carry(state, diverged_at, observed), record
 
     steps = first_step + jnp.arange(config.chunk_size)
