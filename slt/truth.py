@@ -53,6 +53,7 @@ __all__ = [
     "product_model_rlct",
     "watanabe_wbic_experiment",
     "gaussian_mean_log_evidence",
+    "linear_regression_expected_llc",
     "linear_regression_log_evidence",
     "linear_regression_tempered_expected_nll",
     "linear_regression_wbic",
@@ -734,6 +735,61 @@ def linear_regression_tempered_expected_nll(X, y, noise_scale, prior_precision, 
     trace = float(np.sum(half * half))
     expected_sq_error = float(residual @ residual) + trace
     return float(0.5 * n * (_LOG_2PI + math.log(s2)) + expected_sq_error / (2.0 * s2))
+
+
+def linear_regression_expected_llc(X, y, noise_scale, center, *, nbeta, gamma=1.0,
+                                   mask=None) -> float:
+    """Exact expectation of λ̂ for linear regression with known noise, at finite ``nβ``.
+
+    ``L_n(w) = ‖y - Xw‖² / (2 n s²) + ½ log 2πs²`` is quadratic, so the local posterior that
+    `slt.llc` samples (``include_prior=False``) around ``w*`` = ``center``,
+    ``∝ exp(-nβ L_n(w) - (γ/2)‖w - w*‖²)`` over the coordinates ``mask`` selects (the others
+    held at ``w*``), is Gaussian: with ``H = X_Sᵀ X_S / (n s²)``, ``r = y - X w*`` and the
+    minimiser ``ŵ = w*_S + H⁻¹ X_Sᵀ r / (n s²)`` of the restricted loss, its precision is
+    ``P = nβ H + γ I`` and its mean ``m = P⁻¹ (nβ H ŵ + γ w*_S)``, so::
+
+        λ̂ = nβ (E[L_n(w)] - L_n(w*))
+          = (nβ / 2) [tr(H P⁻¹) + (m - ŵ)ᵀ H (m - ŵ) - (w*_S - ŵ)ᵀ H (w*_S - ŵ)].
+
+    At the maximum-likelihood ``w* = ŵ`` this is ``(nβ / 2) tr(H (nβ H + γ I)⁻¹)``, just
+    below d / 2 (the regular λ).
+
+    Args:
+      X: design matrix, shape (n, d).
+      y: targets, shape (n,).
+      noise_scale: s > 0.
+      center: ``w*``, shape (d,).
+      nbeta: ``nβ > 0``.
+      gamma: ``γ >= 0`` (``H`` must then be invertible on the selected coordinates).
+      mask: booleans of shape (d,) (the weight-refined λ̂) or None (every weight).
+
+    Returns:
+      The exact ``E[λ̂]`` as a Python float.
+
+    Example:
+      >>> X = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]; y = [1.0, 2.0, 2.5]
+      >>> w_hat = [0.8333333333333334, 1.8333333333333335]                 # least squares
+      >>> round(linear_regression_expected_llc(X, y, 1.0, w_hat, nbeta=1e6), 4)  # ~ d / 2
+      1.0
+    """
+    X, y = _design(X, y)
+    s = _positive("noise_scale", noise_scale)
+    nbeta = _positive("nbeta", nbeta)
+    gamma = _finite("gamma", gamma, nonnegative=True)
+    center = _vector("center", center)
+    if center.size != X.shape[1]:
+        raise ValueError(f"center has {center.size} entries; X has {X.shape[1]} columns")
+    selected = np.ones(X.shape[1], bool) if mask is None else np.asarray(mask, bool)
+    n = X.shape[0]
+    design = X[:, selected]
+    curvature = design.T @ design / (n * s * s)
+    start = center[selected]
+    minimiser = start + np.linalg.solve(curvature, design.T @ (y - X @ center) / (n * s * s))
+    precision = nbeta * curvature + gamma * np.eye(selected.sum())
+    mean = np.linalg.solve(precision, nbeta * curvature @ minimiser + gamma * start)
+    spread = np.trace(np.linalg.solve(precision, curvature))
+    shift, offset = mean - minimiser, start - minimiser
+    return float(nbeta / 2 * (spread + shift @ curvature @ shift - offset @ curvature @ offset))
 
 
 def linear_regression_wbic(X, y, noise_scale, prior_precision) -> float:
