@@ -415,7 +415,7 @@ def local_runs(problem: Problem, centers: list[Params], parts: list[LocalPart],
                 repeat.append(index)
                 continue
             results[index] = summarise_trace(
-                own, run, part.step_size if own.step_size is None else float(
+                own, LocalRun(posterior, sampler, plan), part.step_size if own.step_size is None else float(
                     np.median(own.step_size)),
                 batch_size=min(sampler.batch_size, problem.n) if isinstance(sampler, SGLD)
                 else problem.n, notes=notes[index],
