@@ -414,9 +414,10 @@ def local_runs(problem: Problem, centers: list[Params], parts: list[LocalPart],
                 repeats[index] += 1
                 repeat.append(index)
                 continue
+            used_step = part.step_size if own.step_size is None else float(
+                np.median(own.step_size))
             results[index] = summarise_trace(
-                own, LocalRun(posterior, sampler, plan), part.step_size if own.step_size is None else float(
-                    np.median(own.step_size)),
+                own, LocalRun(posterior, sampler, plan), used_step,
                 batch_size=min(sampler.batch_size, problem.n) if isinstance(sampler, SGLD)
                 else problem.n, notes=notes[index],
                 sampled_weights=problem.dim if part.mask is None else int(part.mask.sum()),

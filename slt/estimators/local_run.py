@@ -146,9 +146,13 @@ class LocalPosterior:
                 f"include_prior={self.include_prior!r}, restrict_to={restricted})")
 
     def resolved(self, problem) -> LocalPosterior:
-        """This posterior with n beta filled in for `problem` (`default_nbeta`)."""
-        return replace(self, nbeta=default_nbeta(problem.n) if self.nbeta is None else
-                       self.nbeta)
+        """This posterior with n beta filled in for `problem` (`default_nbeta`), as a NumPy
+        float64: the statistics of float32 loss traces (n beta times differences of losses)
+        are then computed in float64."""
+        resolved = replace(self)
+        object.__setattr__(resolved, "nbeta", np.float64(
+            default_nbeta(problem.n) if self.nbeta is None else self.nbeta))
+        return resolved
 
 
 def check_local_run(problem, params, key, posterior, sampler, plan) -> LocalPosterior:
