@@ -18,11 +18,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from slt import fit_map, models, truth
-from slt.estimators.bic import bic
-from slt.estimators.free_energy import free_energy
-from slt.estimators.laplace import laplace
-from slt.estimators.rlct import rlct
-from slt.estimators.wbic import wbic
+from slt.estimators.evidence.bic import bic
+from slt.estimators.evidence.free_energy import free_energy
+from slt.estimators.evidence.laplace import laplace
+from slt.estimators.evidence.rlct import rlct
+from slt.estimators.evidence.wbic import TemperedSGLD, wbic
+from slt.samplers.nuts import NUTS
 
 
 def _problems(key):
@@ -92,7 +93,7 @@ def _rows(name, problem, key, exact_f, exact_wbic, exact_lambda):
 
 def _wbic_rows(name, problem, key, exact_f, exact_wbic):
     """WBIC by NUTS and by minibatch SGLD (automatic step size, step-size extrapolation)."""
-    for sampler, label in (("nuts", "WBIC"), ("sgld", "WBIC (SGLD)")):
+    for sampler, label in ((NUTS(), "WBIC"), (TemperedSGLD(), "WBIC (SGLD)")):
         result, seconds, flags = _timed(wbic, problem, key, sampler=sampler, progress=False)
         yield _row(name, f"{label} vs exact F", result.wbic, result.std_error, exact_f, seconds,
                    flags)

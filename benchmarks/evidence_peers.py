@@ -61,9 +61,9 @@ import numpy as np
 from benchmarks.evidence_old_faithful import REFERENCES as MIXTURE_REFERENCES
 from benchmarks.evidence_old_faithful import old_faithful_mixture
 from slt import models, truth
-from slt.estimators.free_energy import free_energy
+from slt.estimators.evidence.free_energy import free_energy
 from slt.problem import Problem
-from slt.samplers.tempering import sample_prior, tempered_smc
+from slt.samplers.tempering import Tempering, sample_prior
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -74,10 +74,10 @@ RUNNER = HERE / "dynesty_runner.py"
 PINS = {"numpy": "2.4.6", "scipy": "1.17.1", "dynesty": "3.1.0"}
 
 # slt's defaults, which BlackJAX's SMC gets too: particles per copy and copies.
-NUM_PARTICLES = inspect.signature(free_energy).parameters["num_particles"].default
-NUM_COPIES = inspect.signature(free_energy).parameters["num_copies"].default
-SLT_LEAPFROG = inspect.signature(tempered_smc).parameters["num_leapfrog"].default
-SLT_TARGET_ESS = inspect.signature(free_energy).parameters["target_ess"].default
+NUM_PARTICLES = Tempering().num_particles
+NUM_COPIES = Tempering().num_copies
+SLT_LEAPFROG = Tempering().num_leapfrog
+SLT_TARGET_ESS = Tempering().target_ess
 BLACKJAX_TARGET_ESS = 0.5  # BlackJAX's examples' choice
 BLACKJAX_MCMC_STEPS = 10  # HMC steps per stage (BlackJAX's default num_mcmc_steps)
 BLACKJAX_LEAPFROG = 10

@@ -30,7 +30,7 @@ import numpy as np
 
 from benchmarks.timing import interleaved_medians
 from slt import models
-from slt.geometry.fisher import prepare
+from slt.geometry.fisher import FisherRequest, prepare
 from slt.geometry.kernels import whitened_outputs
 from slt.geometry.matrix_free import fisher_operator
 from slt.geometry.spectrum import DEFAULT_RANK_TOL
@@ -45,19 +45,20 @@ import json, resource, sys, time
 import jax, jax.numpy as jnp, numpy as np
 jax.config.update("jax_enable_x64", True)
 from slt import models
-from slt.geometry import fisher_spectrum, fisher_summary
+from slt.geometry import FisherRequest, fisher_spectrum, fisher_summary
 n_in, hidden, n_out, n = (int(a) for a in sys.argv[1:5])
 spec = models.two_layer_network(n_in, hidden, n_out)
 keys = jax.random.split(jax.random.key(0), 5)
 shapes = {"V": (hidden, n_in), "b": (hidden,), "U": (n_out, hidden), "c": (n_out,)}
 scales = {"V": n_in ** -0.5, "b": 1.0, "U": hidden ** -0.5, "c": 1.0}
 values = {k: scales[k] * jax.random.normal(key, s) for key, (k, s) in zip(keys, shapes.items())}
-x = jax.random.normal(keys[4], (n, n_in))
+request = FisherRequest(x=jax.random.normal(keys[4], (n, n_in)))
 start = time.perf_counter()
-spectrum = fisher_spectrum(spec, values, x=x, key=jax.random.key(1), num_steps=40)
+spectrum = fisher_spectrum(spec, values, key=jax.random.key(1), request=request, num_steps=40)
 spectrum_seconds = time.perf_counter() - start
 start = time.perf_counter()
-summary = fisher_summary(spec, values, x=x, key=jax.random.key(2), num_probes=8, num_steps=30)
+summary = fisher_summary(spec, values, key=jax.random.key(2), request=request, num_probes=8,
+                         num_steps=30)
 summary_seconds = time.perf_counter() - start
 print(json.dumps({
     "dim": spec.dim, "top": spectrum.top(20).tolist(),
@@ -85,7 +86,7 @@ def network(fan_in_scaled: bool = False) -> tuple:
     values = {name: scales.get(name, 1.0) * np.asarray(jax.random.normal(k, shape))
               for k, (name, shape) in zip(keys, shapes.items(), strict=False)}
     x = np.asarray(jax.random.normal(keys[4], (200, 10)))
-    setup = prepare(spec, values, x=x)
+    setup = prepare(spec, values, request=FisherRequest(x=x))
     theta, inputs, weights = jnp.asarray(setup.theta), setup.arrays.inputs, setup.arrays.weights
     outputs = whitened_outputs(setup.observation, setup.coordinates, theta, inputs)
     root = jnp.sqrt(weights)[:, None, None]

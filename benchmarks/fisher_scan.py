@@ -38,6 +38,8 @@ import numpy as np
 
 from slt import models
 from slt.geometry import (
+    FisherRequest,
+    MatrixFree,
     fisher_information,
     fisher_scan,
     fisher_slice,
@@ -238,18 +240,21 @@ def run_directions(key=None) -> str:
     grid = np.linspace(-1.0, 1.0, SLICE_GRID)
     total = SLICE_GRID**2
     start = time.perf_counter()
-    scan = fisher_slice(spec, values, {"s": (u, grid), "t": (v, grid)}, x=x, key=lanczos_key,
-                        num_steps=SLICE_STEPS, progress=False)
+    request = FisherRequest(x=x)
+    scan = fisher_slice(spec, values, {"s": (u, grid), "t": (v, grid)}, key=lanczos_key,
+                        request=request, method=MatrixFree(num_steps=SLICE_STEPS),
+                        progress=False)
     slice_seconds = (time.perf_counter() - start) / total
 
     chosen = np.asarray(jax.random.choice(sample_key, total, (SLICE_SAMPLE,), replace=False))
     rows, columns = np.unravel_index(chosen, (SLICE_GRID, SLICE_GRID))
     with jax.enable_x64(True):
-        setup = prepare(spec, values, x=x)
+        setup = prepare(spec, values, request=request)
         thetas = setup.theta + grid[rows, None] * u.vector + grid[columns, None] * v.vector
         points = [setup.coordinates.values_at(theta) for theta in thetas]
     start = time.perf_counter()
-    spectra = [fisher_spectrum(spec, point, x=x, key=lanczos_key, num_steps=SPECTRUM_STEPS)
+    spectra = [fisher_spectrum(spec, point, key=lanczos_key, request=request,
+                               num_steps=SPECTRUM_STEPS)
                for point in points]
     api_seconds = (time.perf_counter() - start) / SLICE_SAMPLE
     with jax.enable_x64(True):

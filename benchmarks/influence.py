@@ -28,7 +28,7 @@ the speed and memory in float32, as devinterp runs.
      * BIF: -(1/n) sum_{i in S} n beta BIF(z_i, z_q) (`BIFResult.influence_function`), at llc's
        default n beta = n / log n and at n beta = n, with the posterior of the model that was
        trained: for the MLP the weight decay enters as the prior exp(-n beta (lambda / 2)
-       ||w||^2) (include_prior=True), so that the local posterior is
+       ||w||^2) (`LocalPosterior(include_prior=True)`), so that the local posterior is
        exp(-n beta F(w) - (gamma / 2) ||w - w*||^2), centred at w*, and n beta BIF tends to
        -grad l_q^T (H* + gamma / (n beta) I)^{-1} grad l_i where the model is regular.
    Scores: Spearman's rank correlation between actual and predicted changes, per query over
@@ -41,9 +41,9 @@ the speed and memory in float32, as devinterp runs.
    size, n beta = n / log n, localization gamma, batch size, chains, burn-in and draws, every
    training example (1280) and every query (128) observed at every draw. devinterp runs in its
    own venv through benchmarks/devinterp_runner.py (its module doc: the conventions), one
-   torch thread; slt with vmapped chains, `mala_every=0` (devinterp measures no acceptance),
-   timed warm, end to end (validation, losses at w*, sampling with the streaming moments,
-   lambda_hat's summary, the covariances). The contenders take turns
+   torch thread; slt with vmapped chains, `SGLD(mala_every=0)` (devinterp measures no
+   acceptance), timed warm, end to end (validation, losses at w*, sampling with the streaming
+   moments, lambda_hat's summary, the covariances). The contenders take turns
    (`benchmarks.timing.interleaved_medians`). Conventions matched: devinterp's influences with
    compute_covariance=True are Cov(l_i, l_q) over all chains' draws stacked (ddof 1), slt's
    `influence` is -Cov(l_i, l_q) over all chains' draws pooled (ddof 1): the same statistic up
@@ -309,8 +309,8 @@ def retraining_case(case, seed: int) -> dict:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = slt.bif(problem, params, jax.random.key(seed + 3), case["query"],
-                             nbeta=nbeta, include_prior=bool(prior), mala_every=0,
-                             progress=False, **settings)
+                             **bif_values({**settings, "nbeta": nbeta},
+                                          include_prior=bool(prior)))
         predictions[f"BIF, nβ = {label}"] = result.influence_function()
         bif_runs[label] = {
             "nbeta": nbeta, **settings, "run_time": result.run.run_time,
@@ -378,14 +378,35 @@ def _digits_problem(weights: str, query_indices=None):
     return case, problem, params, query if query_indices is None else query_indices, n / np.log(n)
 
 
+def bif_values(settings: dict, *, include_prior: bool = False) -> dict:
+    """`slt.bif`'s posterior, sampler and plan for a dict of run settings (num_chains,
+    num_warmup, num_samples, step_size, gamma, nbeta, batch_size, and optionally every and
+    chunk_size: the keys the devinterp worker and the report read as well), with
+    `SGLD(mala_every=0)` and no progress bar."""
+    from slt import LocalPosterior, RunPlan
+    from slt.samplers import SGLD
+
+    plan = {name: settings[name] for name in ("num_chains", "num_warmup", "num_samples")}
+    if "chunk_size" in settings:
+        plan["chunk_size"] = settings["chunk_size"]
+    return {
+        "posterior": LocalPosterior(gamma=settings["gamma"], nbeta=settings["nbeta"],
+                                    include_prior=include_prior),
+        "sampler": SGLD(step_size=settings["step_size"], batch_size=settings["batch_size"],
+                        mala_every=0),
+        "plan": RunPlan(**plan, observe_every=settings.get("every", 1), progress=False),
+    }
+
+
 def _slt_bif(problem, params, key, query, settings, record=None):
-    """One `slt.bif` call (mala_every=0, no bar); (wall, CPU) appended to `record`."""
+    """One `slt.bif` call (`SGLD(mala_every=0)`, no bar); (wall, CPU) appended to `record`."""
     import slt
 
+    values = bif_values(settings)
     cpu, start = _cpu_seconds(), time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = slt.bif(problem, params, key, query, mala_every=0, progress=False, **settings)
+        result = slt.bif(problem, params, key, query, **values)
     if record is not None:
         record.append((time.perf_counter() - start, _cpu_seconds() - cpu))
     return result
@@ -468,7 +489,7 @@ def _memory_main(weights: str, queries: int, draws: int) -> None:
     _slt_bif(problem, params, key, query, {**settings, "num_samples": draws}, record)
     peak = _rss_mb()[1]
     (program,) = [program for signature, program in compile_cache._PROGRAMS[problem].items()
-                  if signature[0] == "sgld chunk"]
+                  if signature[0] == "chain chunk"]
     analysis = program.memory_analysis()
     print(json.dumps({
         "queries": queries, "train": DIGITS["train"], "draws": draws, "wall": record[0][0],
@@ -553,7 +574,7 @@ def _speed_report(speed: dict) -> list[str]:
     verdict = "met" if ratio_wall >= 5 else "missed"
     info = speed["info"]
     rows = [("devinterp 2.0.1 `bif()` (torch " + info["torch"] + f", {info['threads']} thread,"
-             " chains in turn)", "devinterp"), ("slt `bif`, mala_every=0", "slt")]
+             " chains in turn)", "devinterp"), ("slt `bif`, `SGLD(mala_every=0)`", "slt")]
     lines = ["### Speed: `slt.bif` against devinterp 2.0.1's `bif` on the digits MLP", "",
              f"Same torch / JAX network (d = {speed['dim']}) at the w* above, float32, "
              f"{settings['num_chains']} chains × {settings['num_samples']} draws after "

@@ -52,8 +52,10 @@ import numpy as np
 
 import slt
 from slt import models, truth
-from slt.estimators.wbic import tempered_draws
+from slt.estimators.evidence.wbic import tempered_draws
+from slt.fit import MAPFit
 from slt.models.base import ModelSpec
+from slt.samplers.nuts import NUTS
 
 NUM_SAMPLES, NUM_WARMUP = 10_000, 5_000
 TOY_GROUPS = ("normal crossing", "tanh")  # truth at a singular point; exact value at n by NUTS
@@ -156,8 +158,10 @@ def _llc(problem, params, key, preconditioner=None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            return slt.llc(problem, params, key, num_samples=NUM_SAMPLES, num_warmup=NUM_WARMUP,
-                           preconditioner=preconditioner, progress=False)
+            return slt.llc(problem, params, key,
+                           sampler=slt.samplers.SGLD(preconditioner=preconditioner),
+                           plan=slt.RunPlan(num_samples=NUM_SAMPLES, num_warmup=NUM_WARMUP,
+                                            progress=False))
         except ValueError:
             return None
 
@@ -195,8 +199,8 @@ def _estimate(case: Case, key: jax.Array, preconditioner: str | None) -> Estimat
 def _exact_finite_n(problem, w0, key) -> float:
     """n beta (E[L_n] - L_n(w0)) under pi_beta, beta = 1 / log n, by NUTS (see the protocol)."""
     beta = 1 / np.log(problem.n)
-    draws = tempered_draws(problem, key, [beta] * 4, num_warmup=500, num_samples=1000,
-                           progress=False)
+    draws = tempered_draws(problem, key, [beta],
+                           NUTS(num_chains=4, num_warmup=500, num_samples=1000), progress=False)
     return float(beta * (draws.nll.mean() - problem.n * float(problem.loss(w0))))
 
 
@@ -210,7 +214,8 @@ def _row(case: Case, key: jax.Array) -> dict:
     problem = spec.problem(simulate(case, key, 0, built))
     w0 = problem.unconstrain(values)
     if case.group not in TOY_GROUPS:
-        mle = slt.fit_map(problem, data_key(key, 0), prior=False, init=w0, num_restarts=4)
+        mle = slt.fit_map(problem, data_key(key, 0), MAPFit(num_restarts=4), prior=False,
+                          init=w0)
         result = _llc(problem, mle.params, jax.random.fold_in(data_key(key, 0), 99))
         mle_estimate = None if result is None else result.llc_mean
     else:

@@ -65,7 +65,7 @@ def _nuts_reference(problem, params, key) -> tuple[float, float]:
     draws = mcmc.get_samples(group_by_chain=True)
     losses = jax.vmap(jax.vmap(lambda flat: problem.loss(problem.unravel(flat))))(draws)
     values = nbeta * (np.asarray(losses) - center_loss)
-    _, std_error, _, _ = slt.estimators.local_run.trace_statistics(values)
+    _, std_error, _, _ = slt.estimators.local.posterior.trace_statistics(values)
     return float(values.mean()), std_error
 
 

@@ -146,10 +146,12 @@ def _sgld_against_quadrature() -> list[str]:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 result = slt.llc(spec.problem(data), {"w": jnp.zeros(2)},
-                                 jax.random.fold_in(key, 99), gamma=gamma,
-                                 step_size="auto" if step is None else step,
-                                 num_warmup=warmup, num_samples=draws, chunk_size=10_000,
-                                 progress=False)
+                                 jax.random.fold_in(key, 99),
+                                 posterior=slt.LocalPosterior(gamma=gamma),
+                                 sampler=slt.samplers.SGLD(
+                                     step_size="auto" if step is None else step),
+                                 plan=slt.RunPlan(num_warmup=warmup, num_samples=draws,
+                                                  chunk_size=10_000, progress=False))
             estimates.append(result.llc_mean)
             steps.append(result.step_size)
             flagged.update(_warning_kind(message) for message in result.warnings)

@@ -1,9 +1,9 @@
 """RMSprop preconditioning (pSGLD) against plain SGLD: lambda_hat on the linear networks.
 
-`slt.llc(..., preconditioner="rmsprop")` scales each coordinate's step by
-1 / (delta + sqrt(v)), v the running mean of its squared gradient (Li et al. 2016). Hitchcock
-& Hoogland (2025, arXiv 2507.21449) found it the most faithful SGMCMC sampler on deep linear
-networks with known LLC; this section measures it with slt's own protocol: the reduced-rank
+`slt.llc(..., sampler=slt.samplers.SGLD(preconditioner="rmsprop"))` scales each coordinate's
+step by 1 / (delta + sqrt(v)), v the running mean of its squared gradient (Li et al. 2016).
+Hitchcock & Hoogland (2025, arXiv 2507.21449) found it the most faithful SGMCMC sampler on deep
+linear networks with known LLC; this section measures it with slt's own protocol: the reduced-rank
 regression and deep linear network cases of the accuracy table (benchmarks/llc_accuracy.py:
 lambda_hat at w0, 4 data sets of n = 20 000, 4 chains x 10 000 draws after 5000 warmup, step
 size by `llc_calibrate` on every data set, the same keys), once with each sampler. Columns: the

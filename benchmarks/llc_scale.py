@@ -8,26 +8,25 @@ standard initialisation, entries N(0, 1 / M), so the product's singular values a
 a trained network; one more row keeps `random_low_rank`'s default entries N(0, 1) at d ≈ 1e5,
 whose per-example gradients are about 300 times larger: there the calibration's default grid
 lies wholly above the step sizes its gradient-noise criterion admits, and its chains need
-longer to settle, the case in which `step_size="auto"` used to raise.
+longer to settle, the case in which `SGLD(step_size="auto")` used to raise.
 
-Each case runs in a fresh process (`python -m benchmarks.llc_scale CHILD name`): after the
-data and the Problem are built, the peak resident set size (VmHWM) is reset, then
-`slt.llc(problem, w0, key, step_size="auto")` runs with its defaults (4 chains, 1000 draws
-after 1000 warmup steps, batch 256, γ = 1, nβ = n / log n), calibration included, except where
-the row says otherwise. Reported: λ̂ ± its standard error against λ, the configurational
+Each case runs in a fresh process (`python -m benchmarks.llc_scale CHILD name`): after the data
+and the Problem are built, the peak resident set size (VmHWM) is reset, then
+`slt.llc(problem, w0, key)` runs with its defaults (`SGLD(step_size="auto")`, 4 chains, 1000
+draws after 1000 warmup steps, batch 256, γ = 1, nβ = n / log n), calibration included, except
+where the row says otherwise. Reported: λ̂ ± its standard error against λ, the configurational
 temperature T, the calibrated step and the warmup used, the wall time (calibration and
 sampling), the memory the call adds (peak RSS minus RSS before), and what a design that holds
 no draw of the weights predicts: chains × d × 4 bytes for the chains' positions (the program
 keeps a few such arrays: gradient, noise, proposal), the per-example losses at w* (n × 4
-bytes), no copy of the data (an argument of the program). On an accelerator
-the memory reported is the device's peak bytes in use (JAX's allocator statistics): the data,
-which `llc` moves there, included; the data are drawn on the host's CPU in every case.
-Expected finite-n behaviour: at w* = w0 (not the MLE), λ̂ estimates nβ (E[L_n] − L_n(w0)),
-whose mean at finite n lies below λ by up to λ / log n (8.7% at n = 1e5) in directions that
-are locally regular.
+bytes), no copy of the data (an argument of the program). On an accelerator the memory reported
+is the device's peak bytes in use (JAX's allocator statistics): the data, which `llc` moves
+there, included; the data are drawn on the host's CPU in every case. Expected finite-n
+behaviour: at w* = w0 (not the MLE), λ̂ estimates nβ (E[L_n] − L_n(w0)), whose mean at finite n
+lies below λ by up to λ / log n (8.7% at n = 1e5) in directions that are locally regular.
 
-Overhead. `llc` at a fixed step (`mala_every=0`, no warmup, 4 chains, 500 draws) against a
-hand-written vmapped `lax.scan` SGLD loop with the same target, minibatches and randomness
+Overhead. `llc` at a fixed step (`SGLD(mala_every=0)`, no warmup, 4 chains, 500 draws) against
+a hand-written vmapped `lax.scan` SGLD loop with the same target, minibatches and randomness
 (`benchmarks.llc_speed.bare_sgld`), interleaved, medians of 3. End to end, both compute the
 per-example losses at w* on all n examples once per call (L_n(w*) and the paired losses: the
 one full pass an estimate needs), and `llc` also validates and summarises; the sampling alone
@@ -105,9 +104,9 @@ TRANSFERRED_WARMUP = 3000
 
 
 def _options(problem, mode: str | None) -> dict:
-    """llc's options beyond its defaults for a case's `mode`:
+    """llc's sampler and plan for a case's `mode` (CHAINS chains, no progress bar):
 
-    None: none (`step_size="auto"`, the calibration).
+    None: the defaults (`SGLD(step_size="auto")`, the calibration).
     "narrow": a calibration sweep over 5 candidates of the default grid (steps 1e-4 / nβ ..
       1 / nβ) centred on the step calibrated at d = 1e5 on the same kind of weights: a full
       13-candidate sweep, lengthened, costs hours on 2 CPU cores at d = 1e6.
@@ -115,12 +114,18 @@ def _options(problem, mode: str | None) -> dict:
       d = 1e4 and 1e5 (TRANSFERRED_STEP_NBETA, TRANSFERRED_WARMUP); the run's configurational
       temperature and drift test then say whether they still hold.
     """
+    from slt import RunPlan
+    from slt.samplers import SGLD, Calibration
+
     nbeta = problem.n / np.log(problem.n)
+    sampler, plan = SGLD(), RunPlan(num_chains=CHAINS, progress=False)
     if mode == "narrow":
-        return {"calibration": {"step_sizes": list(np.logspace(-4, 0, 13)[3:8] / nbeta)}}
+        sampler = SGLD(step_size=Calibration(
+            step_sizes=list(np.logspace(-4, 0, 13)[3:8] / nbeta)))
     if mode == "transferred":
-        return {"step_size": TRANSFERRED_STEP_NBETA / nbeta, "num_warmup": TRANSFERRED_WARMUP}
-    return {}
+        sampler = SGLD(step_size=TRANSFERRED_STEP_NBETA / nbeta)
+        plan = RunPlan(num_chains=CHAINS, num_warmup=TRANSFERRED_WARMUP, progress=False)
+    return {"sampler": sampler, "plan": plan}
 
 
 def _child(name: str) -> dict:
@@ -135,8 +140,7 @@ def _child(name: str) -> dict:
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = slt.llc(problem, params, jax.random.key(1), num_chains=CHAINS, **options,
-                         progress=False)
+        result = slt.llc(problem, params, jax.random.key(1), **options)
     wall = time.perf_counter() - start
     _, peak = _rss_mb()
     device = jax.devices()[0]
@@ -159,7 +163,7 @@ def _overhead_child(name: str) -> dict:
     import jax
 
     import slt
-    from benchmarks.llc_speed import bare_sgld
+    from benchmarks.llc_speed import bare_sgld, slt_values
     from benchmarks.timing import interleaved_medians
 
     problem, params, _, arrays = build(name)
@@ -169,13 +173,14 @@ def _overhead_child(name: str) -> dict:
     # any stable step: the overhead does not depend on it (no diagnostics, no warmup)
     compiled, _ = bare_sgld(arrays, paired=True, config=config)
     key = jax.random.key(0)
+    values = slt_values(config)  # mala_every=0, no progress bar
 
     sampling = []
 
     def slt_call():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result = slt.llc(problem, params, key, **config, mala_every=0, progress=False)
+            result = slt.llc(problem, params, key, **values)
         sampling.append(result.run_time)
         return result.llc_mean
 

@@ -5,10 +5,10 @@ in NumPy from one seed and handed to devinterp as an .npz), at the same SGLD con
 step size eps, localization gamma, n beta, batch size, chains and draws; float32 on both sides.
 
 Contenders
-  * slt: `slt.estimators.llc.llc` with vmapped chains and `mala_every=0` (devinterp computes no
-    MALA acceptance by default); timed warm (its chunk program is cached after the first call,
-    whose compile time is reported separately), end to end: validation, L_n(w*) on the full
-    data, sampling, and the summary (ESS, R-hat). Per step slt does one gradient on the
+  * slt: `slt.estimators.local.llc.llc` with vmapped chains and `SGLD(mala_every=0)` (devinterp
+    computes no MALA acceptance by default); timed warm (its chunk program is cached after the
+    first call, whose compile time is reported separately), end to end: validation, L_n(w*) on
+    the full data, sampling, and the summary (ESS, R-hat). Per step slt does one gradient on the
     minibatch, the SGLD update, and the paired loss L_b(w*): the mean over the minibatch of
     per-example losses at w* computed once before sampling (a gather, no forward pass).
   * devinterp 1.3.2 (`estimate_learning_coeff_with_summary`, its default SGLD, `cores=1`: chains
@@ -29,9 +29,10 @@ Contenders
     minibatches (set to one pass over the data; see the report) and writes every step's
     per-example losses to a Zarr store; its λ̂ averages every step, burn-in included.
     `param_masks` ({parameter name: boolean mask or None}) restricts the sampled weights.
-    Also compared: one layer's λ̂ (slt `llc(restrict_to=...)` against `param_masks`) on the
-    RRR network, and a 20-checkpoint trajectory of benchmarks/llc_trajectory.py's deep linear
-    network (slt `llc_trajectory` against 20 `llc()` calls in a user loop).
+    Also compared: one layer's λ̂ (slt `LocalPosterior(restrict_to=...)` against
+    `param_masks`) on the RRR network, and a 20-checkpoint trajectory of
+    benchmarks/llc_trajectory.py's deep linear network (slt `llc_trajectory` against 20
+    `llc()` calls in a user loop).
   Each devinterp version lives in its own venv (`benchmarks/.venv-devinterp`,
   `benchmarks/.venv-devinterp2`), created on first use (`ensure_devinterp_venv`), and is
   driven as a long-lived subprocess (`benchmarks/devinterp_runner.py`, which serves both).
@@ -282,15 +283,33 @@ def _reset_peak_rss() -> bool:
         return False
 
 
+def slt_values(config: dict, *, mala_every: int = 0, restrict_to=None) -> dict:
+    """`slt.llc`'s posterior, sampler and plan for a dict of chain settings (num_chains,
+    num_samples, num_warmup, step_size, gamma, nbeta, batch_size: the keys the devinterp
+    worker and `bare_sgld` read as well), with SGLD measuring its diagnostics every
+    `mala_every` steps (0: never) and no progress bar."""
+    from slt import LocalPosterior, RunPlan
+    from slt.samplers import SGLD
+
+    return {
+        "posterior": LocalPosterior(gamma=config["gamma"], nbeta=config["nbeta"],
+                                    restrict_to=restrict_to),
+        "sampler": SGLD(step_size=config["step_size"], batch_size=config["batch_size"],
+                        mala_every=mala_every),
+        "plan": RunPlan(num_chains=config["num_chains"], num_warmup=config["num_warmup"],
+                        num_samples=config["num_samples"], progress=False),
+    }
+
+
 def _slt_call(problem, params, key, config, mala_every=0, restrict_to=None):
     """One `llc` call: (wall seconds, CPU seconds, LLCResult)."""
-    from slt.estimators.llc import llc
+    from slt.estimators.local.llc import llc
 
+    values = slt_values(config, mala_every=mala_every, restrict_to=restrict_to)
     cpu, start = _cpu_seconds(), time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = llc(problem, params, key, **config, mala_every=mala_every, progress=False,
-                     restrict_to=restrict_to)
+        result = llc(problem, params, key, **values)
     return time.perf_counter() - start, _cpu_seconds() - cpu, result
 
 
@@ -458,8 +477,9 @@ def _side_by_side(arrays, workers, seed, *, slt_repeats=1, with_default_mala=Fal
 
 
 def _restricted(arrays, worker, seed) -> dict:
-    """One layer's lambda_hat, slt `llc(restrict_to=...)` against devinterp 2.0.1's `llc` with
-    `param_masks`, in alternation for ROUNDS rounds: medians of (wall, CPU, lambda_hat).
+    """One layer's lambda_hat, slt `LocalPosterior(restrict_to=...)` against devinterp 2.0.1's
+    `llc` with `param_masks`, in alternation for ROUNDS rounds: medians of (wall, CPU,
+    lambda_hat).
 
     The RRR network at its MLE w*, the speed rows' settings, the input layer W1 (torch's
     "0.weight") sampled and localized, W2 held at w*; the exact value is
@@ -519,13 +539,13 @@ def _trajectory(seed, python, folder) -> dict:
     npz = folder / "dln.npz"
     np.savez(npz, **arrays)
     settings = {**TRAJECTORY, "batch_size": BATCH, "nbeta": problem.n / np.log(problem.n)}
-    options = {**settings, "mala_every": 0, "progress": False}
+    values = slt_values(settings)  # mala_every=0, no progress bar
 
     def run_slt(key):
         cpu, start = _cpu_seconds(), time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # checkpoints that are no minima are flagged
-            result = llc_trajectory(problem, checkpoints, key, **options)
+            result = llc_trajectory(problem, checkpoints, key, **values)
         return time.perf_counter() - start, _cpu_seconds() - cpu, result
 
     key = jax.random.key(seed)
@@ -633,8 +653,8 @@ def _side_table(result, draws_total, infos) -> list[str]:
                 else "`llc()` with a loss_fn")
         entries.append((f"devinterp {version}, {call} (torch {info['torch']}, "
                         f"{info['threads']} thread, chains in turn)", wall, cpu, estimate))
-    labels = {"slt": "slt `llc`, mala_every=0",
-              "slt_mala": "slt `llc`, default mala_every=10 (MALA + temperature)"}
+    labels = {"slt": "slt `llc`, `SGLD(mala_every=0)`",
+              "slt_mala": "slt `llc`, SGLD's default mala_every=10 (MALA + temperature)"}
     for name, label in labels.items():
         if name in median:
             wall, cpu, estimate, extra = median[name]
@@ -645,7 +665,7 @@ def _side_table(result, draws_total, infos) -> list[str]:
         ratios = []
         for reference_wall, reference_cpu, _ in references.values():
             ratio = f"{reference_wall / wall:.1f}× ({reference_cpu / cpu:.1f}×)"
-            ratios.append(f"**{ratio}**" if label.startswith("slt `llc`, mala_every=0")
+            ratios.append(f"**{ratio}**" if label.startswith("slt `llc`, `SGLD(mala_every=0)`")
                           else ratio)
         rows.append(f"| {label} | {wall:.3f} | {draws_total / wall:,.0f} | {cpu / wall:.2f} | "
                     f"{estimate:.4g} | " + " | ".join(ratios) + " |")
@@ -747,8 +767,8 @@ def _restricted_report(restricted) -> list[str]:
     reference_wall, reference_cpu, _ = median["devinterp2"]
     rows = []
     for name, label in (("devinterp2", "devinterp 2.0.1 `llc(param_masks={\"0.weight\": None})`"),
-                        ("slt", "slt `llc(restrict_to={\"W1\": True, \"W2\": False})`, "
-                                "mala_every=0")):
+                        ("slt", "slt `llc`, `LocalPosterior(restrict_to={\"W1\": True, "
+                                "\"W2\": False})`, `SGLD(mala_every=0)`")):
         wall, cpu, estimate = median[name]
         ratio = f"{reference_wall / wall:.1f}× ({reference_cpu / cpu:.1f}×)"
         rows.append(f"| {label} | {wall:.3f} | {draws_total / wall:,.0f} | {cpu / wall:.2f} | "
@@ -798,7 +818,7 @@ def _trajectory_report(trajectory) -> list[str]:
     rows = []
     for name, label in (("devinterp2", f"devinterp 2.0.1, a loop of {count} `llc()` calls"),
                         ("slt", f"slt `llc_trajectory`, {count} checkpoints × {CHAINS} chains "
-                                "in one program, mala_every=0")):
+                                "in one program, `SGLD(mala_every=0)`")):
         wall, cpu = median[name]
         ratio = f"{reference_wall / wall:.1f}× ({reference_cpu / cpu:.1f}×)"
         rows.append(f"| {label} | {wall:.2f} | {wall / count:.3f} | {draws_total / wall:,.0f} | "
@@ -877,8 +897,8 @@ def _report(raw: dict) -> str:
         "loss L_b(w*), gathered from per-example losses at w* computed once (no forward pass). "
         "slt's default run also measures every 10 steps the MALA acceptance and the "
         "configurational temperature (one gradient and one forward-over-reverse "
-        "Hessian-vector product); the speed rows use `mala_every=0`, as devinterp computes "
-        "neither. "
+        "Hessian-vector product); the speed rows use `SGLD(mala_every=0)`, as devinterp "
+        "computes neither. "
     )
     if "1.3.2" in infos:
         setup += (

@@ -26,8 +26,9 @@ from slt import models
 WIDTHS = [8, 16, 16, 8]
 NUM_CHECKPOINTS = 20
 ROUNDS = 3
-SETTINGS = dict(num_chains=4, num_samples=1000, num_warmup=500, step_size=2e-5,
-                batch_size=256, progress=False)
+SETTINGS = dict(sampler=slt.samplers.SGLD(step_size=2e-5, batch_size=256),
+                plan=slt.RunPlan(num_chains=4, num_samples=1000, num_warmup=500,
+                                 progress=False))
 
 
 def log(message: str) -> None:

@@ -20,7 +20,7 @@ import optax
 
 from benchmarks.timing import interleaved_medians
 from slt import models
-from slt.natural_gradient import natural_gradient
+from slt.fit.natural_gradient import NaturalGradientOptions, natural_gradient
 
 NUM_INPUTS, NUM_HIDDEN, NUM_SAMPLES, NOISE = 2, 4, 500, 0.3
 BUDGET = {"adam": 20_000, "gradient descent": 20_000, "natural gradient": 200}
@@ -66,7 +66,7 @@ def run(key=None) -> str:
         "c": jnp.zeros(1),
     }
     data = spec.simulate(keys[3], truth, NUM_SAMPLES)
-    optimiser = natural_gradient(spec, data, prior=False)
+    optimiser = natural_gradient(spec, data, options=NaturalGradientOptions(prior=False))
     problem = optimiser.problem
     target = float(problem.loss(truth))
     start = problem.ravel(problem.init(jax.random.key(1), 1.0))
@@ -92,10 +92,11 @@ def run(key=None) -> str:
                      float(losses.min()), float(losses[-1])))
 
     step_keys = list(jax.random.split(jax.random.key(2), BUDGET["natural gradient"]))
+    pinv = NaturalGradientOptions(prior=False, solver="pinv")
     natural = {
         "natural gradient": (optimiser, "defaults: exact Fisher, damping 1e-2 tr(G)/d, "
                              "learning rate 1 with backtracking"),
-        "natural gradient (pinv)": (natural_gradient(spec, data, prior=False, solver="pinv"),
+        "natural gradient (pinv)": (natural_gradient(spec, data, options=pinv),
                                     "pseudo-inverse of the Fisher, no damping, learning "
                                     "rate 1 with backtracking"),
     }

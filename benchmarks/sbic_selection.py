@@ -10,7 +10,7 @@ sBIC R package's default φ = 3/2) and BIC n L_n(ŵ) + (d/2) log n.
 
 `slt.fit_map` compiles one program per Problem, i.e. per data set (about 7 s each on 2 cores,
 against 0.1–0.3 s of optimisation): 480 fits would take an hour. The fits here run fit_map's
-own optimiser (`slt.fit._adam_then_lbfgs`) in one program per K that takes the data as an
+own optimiser (`slt.fit.map._adam_then_lbfgs`) in one program per K that takes the data as an
 argument and runs all seeds and restarts at once; one setting is refitted with `fit_map`
 itself, from the same starting points, as a check.
 """
@@ -24,9 +24,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slt import fit_map, models
-from slt.estimators.sbic import sbic_gaussian_mixtures
-from slt.fit import _adam_then_lbfgs
+from slt import MAPFit, fit_map, models
+from slt.estimators.evidence.sbic import sbic_gaussian_mixtures
+from slt.fit.map import _adam_then_lbfgs
 
 N = 300
 NUM_SEEDS = 20
@@ -120,7 +120,7 @@ def _check_against_fit_map(data, key, mine: np.ndarray) -> float:
     gaps = []
     for K in range(1, MAX_COMPONENTS + 1):
         problem = models.gaussian_mixture(K).problem({"y": jnp.asarray(data)})
-        fit = fit_map(problem, key, **FIT, init_radius=INIT_RADIUS)
+        fit = fit_map(problem, key, MAPFit(**FIT, init_radius=INIT_RADIUS))
         gaps.append(abs(fit.loglik - mine[K - 1]))
     return float(max(gaps))
 

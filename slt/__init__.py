@@ -1,19 +1,24 @@
 """slt: singular learning theory and Bayesian model selection on JAX and NumPyro.
 
 The public API, flat: `Problem` (model + data as pure JAX functions), `fit_map`, the local
-learning coefficient `llc` and its calibration `llc_calibrate`, what the local posterior says
+learning coefficient `llc` and its calibration `llc_calibrate`, configured by values (the local
+posterior `LocalPosterior`, the sampler from `slt.samplers`: `SGLD`, `MALA`, `HMC`, and the
+`RunPlan`), what the local posterior says
 about the data (`loss_kernel`, `bif`, `susceptibilities`), evidence and model-class
-comparison (`bic`, `laplace`, `wbic`, `free_energy`, `rlct`, `sbic`, `compare`), Fisher geometry
+comparison (`bic`, `laplace`, `wbic`, `free_energy`, `rlct`, `sbic`, `compare`; configured by
+`MAPFit`, `Tempering`, `NUTS`, `TemperedSGLD`, `NestedSampling`, `ComparisonPlan`), Fisher
+geometry
 (`fisher_information`, `fisher_scan`, `fisher_summary`, `kl_divergence`, `slt.geometry`), the
 model library `slt.models`, the exact answers `slt.truth`, natural-gradient training
 (`natural_gradient_fit`), and the errors users meet: `InputError` (bad input, from
 `slt.validation`), `Interrupted` and `CheckpointError` (stopped and resumed runs).
 """
 
-from slt import geometry, models, truth, validation
+from slt import geometry, models, samplers, truth, validation
 from slt.estimators import (
     BICResult,
     BIFResult,
+    ComparisonPlan,
     ComparisonResult,
     FreeEnergyResult,
     LaplaceResult,
@@ -21,6 +26,7 @@ from slt.estimators import (
     RLCTResult,
     SBICResult,
     SusceptibilityResult,
+    TemperedSGLD,
     WBICResult,
     bic,
     bif,
@@ -33,12 +39,16 @@ from slt.estimators import (
     susceptibilities,
     wbic,
 )
-from slt.estimators.llc import LLCResult, llc
-from slt.estimators.llc_calibration import CalibrationResult, llc_calibrate
-from slt.estimators.llc_parts import LLCTable, leaf_parts, llc_table
-from slt.estimators.llc_trajectory import LLCTrajectory, llc_trajectory
-from slt.fit import FitResult, fit_map
+from slt.estimators.local.calibration import CalibrationResult, llc_calibrate
+from slt.estimators.local.llc import LLCResult, llc
+from slt.estimators.local.parts import LLCTable, leaf_parts, llc_table
+from slt.estimators.local.posterior import LocalPosterior
+from slt.estimators.local.susceptibilities import DataShifts
+from slt.estimators.local.trajectory import LLCTrajectory, llc_trajectory
+from slt.fit import FitResult, MAPFit, fit_map
+from slt.fit.natural_gradient import NaturalGradientResult, natural_gradient_fit
 from slt.geometry import (
+    FisherRequest,
     FisherResult,
     FisherScan,
     FisherSummary,
@@ -48,12 +58,25 @@ from slt.geometry import (
     fisher_summary,
     kl_divergence,
 )
-from slt.natural_gradient import NaturalGradientResult, natural_gradient_fit
 from slt.problem import Problem
 from slt.samplers.checkpoint import CheckpointError, Interrupted
+from slt.samplers.config import RunPlan
+from slt.samplers.nested import NestedSampling
+from slt.samplers.nuts import NUTS
+from slt.samplers.tempering import Tempering
 from slt.validation import InputError
 
 __all__ = [
+    "ComparisonPlan",
+    "MAPFit",
+    "NUTS",
+    "NestedSampling",
+    "TemperedSGLD",
+    "Tempering",
+    "DataShifts",
+    "LocalPosterior",
+    "RunPlan",
+    "samplers",
     "BICResult",
     "BIFResult",
     "CheckpointError",
@@ -81,6 +104,7 @@ __all__ = [
     "sbic",
     "susceptibilities",
     "wbic",
+    "FisherRequest",
     "FisherResult",
     "FisherScan",
     "FisherSummary",

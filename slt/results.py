@@ -30,7 +30,7 @@ File format
 the customary suffix), atomically. Its root group holds
 
 * the attributes ``slt_format = "slt-result"``, ``slt_format_version`` (`FORMAT_VERSION`) and
-  ``slt_class`` (the result's class, e.g. ``"slt.estimators.llc:LLCResult"``);
+  ``slt_class`` (the result's class, e.g. ``"slt.estimators.local.llc:LLCResult"``);
 * ``slt_manifest``, a string variable: a JSON tree mirroring the result's fields. Python
   ``None``, ``bool``, ``int``, ``float`` (NaN and infinities included) and ``str`` are stored
   in it as they are; every other value is a JSON object whose ``"type"`` names how to rebuild
@@ -48,7 +48,8 @@ xarray reinterprets some names, such as "coordinates", when reading). A result
 is rebuilt by calling its constructor with the stored fields (fields declared ``init=False``
 are not stored: the constructor recomputes them), so a class that gains a field with a
 default still loads older files, and a file written before a field was renamed loads with
-its old field names mapped to the new ones (`RENAMED_FIELDS`). An object shared between
+its old field names mapped to the new ones (`RENAMED_FIELDS`), and one written before a
+class's module moved loads from its new module (`MOVED_MODULES`). An object shared between
 several places (the WBIC run that `compare` reuses from the RLCT run) is stored once and is
 shared again after loading.
 
@@ -89,6 +90,7 @@ import xarray as xr
 
 __all__ = [
     "FORMAT_VERSION",
+    "MOVED_MODULES",
     "Persistable",
     "RENAMED_FIELDS",
     "atomic_path",
@@ -102,28 +104,63 @@ __all__ = [
 FORMAT = "slt-result"
 # Version 1: the layout described in the module docstring. Version 2: the same layout, with
 # the result fields renamed to the one vocabulary of docs/glossary.md (`RENAMED_FIELDS`).
+# Version 3: FisherResult's standard_error and num_samples renamed std_error and num_draws.
 # Raise it when a change would make older readers misread a file; a reader refuses versions
 # above its own.
-FORMAT_VERSION = 2
-# Fields renamed by a format version: {version: {class: {old name: new name}}}. A record
-# (dataclass or NamedTuple) in a file written before that version has its old names mapped
-# to the new ones when it is decoded; the renames of later versions then apply in turn.
+FORMAT_VERSION = 3
+# Fields renamed by a format version: {version: {class: {old name: new name}}}, the classes
+# under their current names (`MOVED_MODULES` applied). A record (dataclass or NamedTuple) in a
+# file written before that version has its old names mapped to the new ones when it is
+# decoded; the renames of later versions then apply in turn.
 RENAMED_FIELDS: dict[int, dict[str, dict[str, str]]] = {
     2: {
-        "slt.estimators.llc:LLCResult": {"llc_std_error": "std_error",
+        "slt.estimators.local.llc:LLCResult": {"llc_std_error": "std_error",
                                          "num_burnin": "num_warmup"},
-        "slt.estimators.bic:BICResult": {"num_params": "dim"},
-        "slt.estimators.rlct:RLCTResult": {
+        "slt.estimators.evidence.bic:BICResult": {"num_params": "dim"},
+        "slt.estimators.evidence.rlct:RLCTResult": {
             "num_params": "dim", "two_temperature_se": "two_temperature_std_error",
             "expected_nll_se": "expected_nll_std_error",
             "singular_bic_se": "singular_bic_std_error",
         },
-        "slt.estimators.sbic:SBICResult": {"num_params": "dims"},
-        "slt.natural_gradient:NaturalGradientResult": {"compile_seconds": "compile_time",
-                                                       "seconds": "run_time"},
+        "slt.estimators.evidence.sbic:SBICResult": {"num_params": "dims"},
+        "slt.fit.natural_gradient:NaturalGradientResult": {"compile_seconds": "compile_time",
+                                                           "seconds": "run_time"},
         "slt.geometry.scan:FisherScan": {"seconds": "run_time"},
         "slt.samplers.importance:ImportanceRun": {"num_draws": "num_samples"},
     },
+    3: {
+        "slt.geometry.fisher:FisherResult": {"standard_error": "std_error",
+                                             "num_samples": "num_draws"},
+    },
+}
+# Modules whose classes moved, {old module: new module}. A file names each class by the module
+# that defined it when the file was written ("module:qualname", `_class_name`); a file written
+# before a move names the old module, and is read as naming the new one. The moves needed no
+# new format version: the stored fields are the same.
+MOVED_MODULES: dict[str, str] = {
+    # issue 34: slt/fit.py and slt/natural_gradient.py became the package slt.fit, and
+    # slt/truth.py the package slt.truth (the old names still import, but a class's name is
+    # its defining module's: one name per class for RENAMED_FIELDS).
+    "slt.fit": "slt.fit.map",
+    "slt.natural_gradient": "slt.fit.natural_gradient",
+    "slt.truth": "slt.truth.learning_coefficients",
+    # issue 34: the estimators' two families, a folder each
+    "slt.estimators.bif": "slt.estimators.local.bif",
+    "slt.estimators.llc": "slt.estimators.local.llc",
+    "slt.estimators.llc_calibration": "slt.estimators.local.calibration",
+    "slt.estimators.llc_parts": "slt.estimators.local.parts",
+    "slt.estimators.llc_trajectory": "slt.estimators.local.trajectory",
+    "slt.estimators.local_run": "slt.estimators.local.posterior",
+    "slt.estimators.loss_kernel": "slt.estimators.local.loss_kernel",
+    "slt.estimators.observed": "slt.estimators.local.observed",
+    "slt.estimators.susceptibilities": "slt.estimators.local.susceptibilities",
+    "slt.estimators.bic": "slt.estimators.evidence.bic",
+    "slt.estimators.compare": "slt.estimators.evidence.compare",
+    "slt.estimators.free_energy": "slt.estimators.evidence.free_energy",
+    "slt.estimators.laplace": "slt.estimators.evidence.laplace",
+    "slt.estimators.rlct": "slt.estimators.evidence.rlct",
+    "slt.estimators.sbic": "slt.estimators.evidence.sbic",
+    "slt.estimators.wbic": "slt.estimators.evidence.wbic",
 }
 ENGINE = "h5netcdf"  # NetCDF-4: groups, int64 and variable-length strings (NetCDF-3 has none)
 MANIFEST = "slt_manifest"
@@ -550,19 +587,26 @@ class _Decoder:
         return jnp.asarray(array) if node["jax"] else array
 
     def _record(self, node: dict) -> Any:
-        cls = _resolve_class(node["class"])
+        name = _current_class_name(node["class"])
+        cls = _resolve_class(name)
         fields = {key: self.decode(item) for key, item in node["fields"].items()}
         for renamed_in in sorted(v for v in RENAMED_FIELDS if v > self.version):
-            renames = RENAMED_FIELDS[renamed_in].get(node["class"], {})
+            renames = RENAMED_FIELDS[renamed_in].get(name, {})
             fields = {renames.get(key, key): value for key, value in fields.items()}
         try:
             value = cls(**fields)
         except TypeError as error:
-            raise ValueError(f"cannot rebuild {node['class']} from the stored fields "
+            raise ValueError(f"cannot rebuild {name} from the stored fields "
                              f"({error})") from error
         if node["type"] == "dataclass":
             self._objects[node["id"]] = value
         return value
+
+
+def _current_class_name(name: str) -> str:
+    """A recorded "module:qualname" with its module moved as `MOVED_MODULES` says."""
+    module_name, colon, qualname = name.partition(":")
+    return f"{MOVED_MODULES.get(module_name, module_name)}{colon}{qualname}"
 
 
 def _resolve_class(name: str) -> type:

@@ -38,6 +38,7 @@ import numpy as np
 __all__ = [
     "InputError",
     "call_naming_shapes",
+    "require_bool",
     "require_callable",
     "require_data",
     "require_finite_tree",
@@ -87,6 +88,17 @@ def require_int(name: str, value: Any, *, minimum: int | None = None) -> int:
     if minimum is not None and result < minimum:
         raise InputError(f"{name} must be an integer{bound}, got {result}")
     return result
+
+
+def require_bool(name: str, value: Any) -> bool:
+    """`value` as a bool: True or False (NumPy's booleans too), nothing else.
+
+    Raises:
+      InputError: anything else (1, "yes", None).
+    """
+    if not isinstance(value, bool | np.bool_):
+        raise InputError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def require_positive(name: str, value: Any, *, allow_zero: bool = False) -> float:

@@ -62,24 +62,28 @@ def prior_draws(key, num):
     return jax.random.normal(key, (num, 2))
 
 
-def run_llc(key, checkpoint=None, **options):
-    """30 chunks of 10 steps, two chains."""
-    settings = dict(num_chains=2, num_warmup=20, num_samples=280, step_size=2e-3, batch_size=10,
-                    chunk_size=10, progress=False)
-    return slt.llc(problem(), minimum(), key, checkpoint=checkpoint, **(settings | options))
+def run_llc(key, checkpoint=None, *, step_size=2e-3, **plan):
+    """30 chunks of 10 steps, two chains; `plan`: other `slt.RunPlan` fields."""
+    settings = dict(num_chains=2, num_warmup=20, num_samples=280, chunk_size=10, progress=False)
+    return slt.llc(problem(), minimum(), key,
+                   sampler=slt.samplers.SGLD(step_size=step_size, batch_size=10),
+                   plan=slt.RunPlan(checkpoint=checkpoint, **(settings | plan)))
 
 
-def run_wbic(key, checkpoint=None, **options):
-    """NUTS: 10 chunks of 10 steps, two chains."""
-    settings = dict(sampler="nuts", num_chains=2, num_warmup=40, num_samples=60, chunk_size=10,
-                    progress=False)
-    return slt.wbic(problem(), key, checkpoint=checkpoint, **(settings | options))
+def run_wbic(key, checkpoint=None, *, sampler=slt.NUTS, init=None, **fields):
+    """NUTS (or `sampler=slt.TemperedSGLD`): 10 chunks of 10 steps, two chains; `fields`:
+    other fields of the sampler's value."""
+    settings = dict(num_chains=2, num_warmup=40, num_samples=60, chunk_size=10)
+    return slt.wbic(problem(), key, sampler=sampler(**(settings | fields)), init=init,
+                    checkpoint=checkpoint, progress=False)
 
 
-def run_free_energy(key, checkpoint=None, **options):
-    """Tempered SMC, 32 particles, two copies (a dozen stages)."""
-    settings = dict(num_particles=32, num_copies=2, prior_sampler=prior_draws, progress=False)
-    return slt.free_energy(problem(), key, checkpoint=checkpoint, **(settings | options))
+def run_free_energy(key, checkpoint=None, **fields):
+    """Tempered SMC, 32 particles, two copies (a dozen stages); `fields`: other fields of the
+    `slt.Tempering` value."""
+    settings = dict(num_particles=32, num_copies=2, prior_sampler=prior_draws)
+    return slt.free_energy(problem(), key, slt.Tempering(**(settings | fields)),
+                           checkpoint=checkpoint, progress=False)
 
 
 RUNS = {"llc": run_llc, "wbic": run_wbic, "free_energy": run_free_energy}

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from run_cases import HOLD_AT, RUNS, assert_bitwise_equal, minimum, run_llc
 
+from slt import TemperedSGLD
 from slt.samplers.checkpoint import Checkpoint, CheckpointError, Interrupted
 
 RUN_CASES = Path(__file__).with_name("run_cases.py")
@@ -129,7 +130,7 @@ def test_sgld_wbic_stops_on_a_keyboard_interrupt_keeps_finished_chunks_and_resum
     """In process: the checkpoint reaches `run_chains` through the "sgld" sampler of wbic; the
     library leaves the signal handlers alone."""
     run = functools.partial(
-        RUNS["wbic"], sampler="sgld", init=minimum(), step_size=1e-3, batch_size=10
+        RUNS["wbic"], sampler=TemperedSGLD, init=minimum(), step_size=1e-3, batch_size=10
     )
     reference = run(KEY)
     path = tmp_path / "sgld.npz"

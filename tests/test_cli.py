@@ -4,6 +4,8 @@ Commands run in-process through `slt.cli.main(argv)`, which returns the exit sta
 1 failed run, 2 usage error); one test runs the installed console script.
 """
 
+import dataclasses
+import inspect
 import json
 import os
 import signal
@@ -16,7 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from slt.cli import main
+import slt
+from slt.cli import build_parser, main
+from slt.cli.llc import local_values
 
 QUIET = ["--no-progress"]
 FAST_LLC = ["--num-chains", "2", "--num-samples", "50", "--num-warmup", "20", "--step-size",
@@ -68,6 +72,69 @@ def test_llc_on_a_csv_writes_its_outputs_and_refuses_to_overwrite(regression_csv
     assert main([*argv, "--force"]) == 0
 
 
+def _llc_values(*options):
+    """The (posterior, sampler, plan) `slt llc` builds from `options`."""
+    args = build_parser().parse_args(["llc", "data.csv", "-m", "linear_regression(1)",
+                                      *options])
+    return local_values(args)
+
+
+def test_llc_defaults_are_those_of_the_values(capsys):
+    """Without options `slt llc` makes the call `slt.llc` makes by default: the values'
+    own defaults, shown in the help."""
+    posterior, sampler, plan = _llc_values()
+    assert repr(posterior) == repr(slt.LocalPosterior())
+    assert dataclasses.asdict(posterior) == dataclasses.asdict(slt.LocalPosterior())
+    assert sampler == slt.samplers.SGLD() and plan == slt.RunPlan()
+    defaults = inspect.signature(slt.llc).parameters
+    assert sampler == defaults["sampler"].default and plan == defaults["plan"].default
+    assert _llc_values("--no-progress")[2] == slt.RunPlan(progress=False)
+    assert main(["llc", "--help"]) == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    for option, value in [("--num-chains", slt.RunPlan().num_chains),
+                          ("--num-samples", slt.RunPlan().num_samples),
+                          ("--num-warmup", slt.RunPlan().num_warmup),
+                          ("--gamma", slt.LocalPosterior().gamma),
+                          ("--batch-size", slt.samplers.SGLD().batch_size),
+                          ("--step-size", slt.samplers.SGLD().step_size)]:
+        assert option in help_text and f"(default: {value}" in help_text, option
+
+
+def test_llc_options_build_the_values():
+    posterior, sampler, plan = _llc_values(
+        "--gamma", "10", "--num-chains", "2", "--num-samples", "50", "--num-warmup", "0",
+        "--step-size", "1e-3", "--batch-size", "32")
+    assert posterior.gamma == 10.0 and posterior.nbeta is None
+    assert sampler == slt.samplers.SGLD(step_size=1e-3, batch_size=32)
+    assert plan == slt.RunPlan(num_chains=2, num_samples=50, num_warmup=0)
+    assert _llc_values("--sampler", "mala")[1] == slt.samplers.MALA()
+    assert _llc_values("--sampler", "hmc", "--step-size", "0.01")[1] == slt.samplers.HMC(
+        step_size=0.01)
+
+
+def test_llc_batch_size_needs_sgld(regression_csv, tmp_path, capsys):
+    status = main(["llc", str(regression_csv), "-m", "linear_regression(1)", "--x", "x", "--y",
+                   "y", "--sampler", "mala", "--batch-size", "32", *QUIET])
+    assert status == 2
+    _one_line_error(capsys, "--batch-size", "--sampler sgld")
+
+
+@pytest.mark.heavy
+def test_llc_with_the_exact_mala_sampler(regression_csv, tmp_path, capsys):
+    """--sampler mala: the full-batch Metropolis-adjusted sampler, its step size adapted
+    during the warmup (no calibration)."""
+    out = tmp_path / "mala"
+    status = main(["llc", str(regression_csv), "-m", "linear_regression(1)", "--x", "x", "--y",
+                   "y", "--sampler", "mala", "--num-chains", "2", "--num-samples", "50",
+                   "--num-warmup", "50", *QUIET, "--out", str(out)])
+    printed = capsys.readouterr()
+    assert status == 0, printed.err
+    summary = json.loads((out / "llc.json").read_text())
+    assert summary["sampler"] == "MALA" and "sampler MALA" in printed.out
+    assert summary["summary"]["chains"] == 2 and summary["summary"]["draws"] == 50
+    assert np.isfinite(summary["summary"]["llc"])
+
+
 @pytest.mark.heavy
 def test_compare_picks_a_model_and_writes_the_table(regression_csv, tmp_path, capsys):
     out = tmp_path / "compare"
@@ -87,6 +154,22 @@ def test_fisher_scan_writes_the_grid(tmp_path, capsys):
     assert status == 0
     assert (out / "fisher_scan.csv").exists() and (out / "fisher_scan.png").exists()
     assert "FisherScan" in capsys.readouterr().out
+
+
+def test_fisher_scan_monte_carlo_takes_num_draws_and_its_older_name(capsys):
+    """--num-draws sets the FisherRequest's replicates; --num-samples, its name before the
+    one vocabulary, still does; an exact scan refuses them by name."""
+    scan = ["fisher-scan", "-m", "fixed_component_mixture", "--at", "pi=0.5", "--at", "mu=1",
+            "--at", "sigma=1", "--axis", "mu=0:1:2", *QUIET]
+    printed = []
+    for flag in ("--num-draws", "--num-samples"):
+        assert main([*scan, "--kind", "monte_carlo", flag, "16"]) == 0
+        printed.append(capsys.readouterr().out)
+    assert "FisherScan(monte_carlo" in printed[0] and printed[0] == printed[1]
+    assert main([*scan, "--kind", "monte_carlo"]) == 2
+    assert "needs --num-draws" in capsys.readouterr().err
+    assert main([*scan, "--num-draws", "16"]) == 2
+    assert "num_draws is for kind='monte_carlo'" in capsys.readouterr().err
 
 
 def test_a_users_own_numpyro_model(regression_csv, tmp_path, monkeypatch, capsys):

@@ -11,7 +11,9 @@ import numpyro.distributions as dist
 import pytest
 
 from slt import (
+    MAPFit,
     Problem,
+    RunPlan,
     compile_cache,
     fisher_information,
     fisher_scan,
@@ -20,8 +22,9 @@ from slt import (
     llc,
     models,
 )
-from slt.samplers.nuts import sample_nuts
-from slt.samplers.tempering import tempered_smc
+from slt.samplers import SGLD
+from slt.samplers.nuts import NUTS, sample_nuts
+from slt.samplers.tempering import Tempering, tempered_smc
 
 
 def _regression_problem():
@@ -37,15 +40,16 @@ def test_nothing_of_slt_holds_a_dropped_problem():
     rather than constants of each, go with it)."""
     problem = _regression_problem()
     key = jax.random.key(0)
-    fit = fit_map(problem, key, num_restarts=2, adam_steps=20, lbfgs_steps=0)  # no L-BFGS compile
-    llc(problem, fit.params, key, num_chains=2, num_samples=20, num_warmup=10, step_size=1e-4,
-        batch_size=50, progress=False)
-    tempered_smc(problem, key, num_particles=40, num_copies=2, max_mcmc_steps=2, kernel="hmc",
-                 progress=False)
-    sample_nuts(problem, key, np.ones(2), num_warmup=10, num_samples=10, progress=False)
+    fit = fit_map(problem, key, MAPFit(num_restarts=2, adam_steps=20, lbfgs_steps=0))  # no L-BFGS
+    llc(problem, fit.params, key, sampler=SGLD(step_size=1e-4, batch_size=50),
+        plan=RunPlan(num_chains=2, num_samples=20, num_warmup=10, progress=False))
+    tempered_smc(problem, key, Tempering(num_particles=40, num_copies=2, max_mcmc_steps=2,
+                                         kernel="hmc"), progress=False)
+    sample_nuts(problem, key, 1.0, NUTS(num_chains=2, num_warmup=10, num_samples=10),
+                progress=False)
     kinds = [signature[0] for signature in compile_cache._PROGRAMS[problem]]
     # n L_n of the prior draws (SMC) and of the NUTS draws: one program per shape
-    assert sorted(kinds) == ["fit restarts", "map draws", "map draws", "nuts", "sgld chunk",
+    assert sorted(kinds) == ["chain chunk", "fit restarts", "map draws", "map draws", "nuts",
                              "tempering stage"]
     reference = weakref.ref(problem)
     del problem, fit

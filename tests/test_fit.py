@@ -1,9 +1,11 @@
+import types
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from slt import fit_map, models
+from slt import MAPFit, fit_map, models
 
 
 def test_mle_is_least_squares_and_map_is_ridge(key):
@@ -109,9 +111,11 @@ def test_fit_map_rejects_bad_arguments(key):
     spec = models.linear_regression(1)
     problem = spec.problem(spec.simulate(key, {"w": jnp.ones(1)}, 10))
     with pytest.raises(ValueError, match="num_restarts"):
-        fit_map(problem, key, num_restarts=0)
+        fit_map(problem, key, MAPFit(num_restarts=0))
     with pytest.raises(ValueError, match="learning_rate"):
-        fit_map(problem, key, learning_rate=-1.0)
+        fit_map(problem, key, MAPFit(learning_rate=-1.0))
+    with pytest.raises(ValueError, match="optimizer must be a MAPFit value"):
+        fit_map(problem, key, {"num_restarts": 4})
 
 
 def test_repeated_fits_of_one_problem_compile_once():
@@ -120,7 +124,24 @@ def test_repeated_fits_of_one_problem_compile_once():
     spec = models.linear_regression(2)
     problem = spec.problem(spec.simulate(jax.random.key(0), {"w": jnp.ones(2)}, 50))
     before = compile_cache.compile_count("fit restarts")
-    first = fit_map(problem, jax.random.key(1), num_restarts=4, adam_steps=10)
-    second = fit_map(problem, jax.random.key(2), num_restarts=4, adam_steps=10)
+    first = fit_map(problem, jax.random.key(1), MAPFit(num_restarts=4, adam_steps=10))
+    second = fit_map(problem, jax.random.key(2), MAPFit(num_restarts=4, adam_steps=10))
     assert compile_cache.compile_count("fit restarts") == before + 1
     assert first.log_joint == pytest.approx(second.log_joint, abs=1e-8)
+
+
+def test_the_fit_package_holds_both_ways_of_fitting():
+    """slt.fit re-exports the public names of slt.fit.map (MAP / MLE with restarts) and of
+    slt.fit.natural_gradient; the latter's `natural_gradient` stays its module's name."""
+    import slt
+    import slt.fit.map
+    import slt.fit.natural_gradient as natural
+
+    assert isinstance(slt.fit.natural_gradient, types.ModuleType)
+    assert slt.fit.natural_gradient is natural and callable(natural.natural_gradient)
+    assert slt.fit.fit_map is slt.fit.map.fit_map is fit_map and slt.fit.MAPFit is MAPFit
+    assert slt.fit.FitResult is slt.FitResult
+    exported = {*slt.fit.map.__all__, *natural.__all__} - {"natural_gradient"}
+    assert set(slt.fit.__all__) == exported
+    assert all(getattr(slt.fit, name) is getattr(natural, name, None)
+               or getattr(slt.fit, name) is getattr(slt.fit.map, name) for name in exported)

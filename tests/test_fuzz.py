@@ -94,9 +94,11 @@ def test_problem_from_malformed_arrays_raises_or_is_finite_at_its_initial_point(
 )
 def test_fit_bic_and_laplace_from_malformed_starts(case, w, num_restarts, learning_rate):
     problem, _, _ = case
-    fit, _ = _checked(lambda: slt.fit_map(
-        problem, jax.random.key(0), init={"w": w}, num_restarts=num_restarts,
-        learning_rate=learning_rate, adam_steps=5, lbfgs_steps=5,
+    fit, _ = _checked(lambda: slt.fit_map(  # a bad value is refused where it is built
+        problem, jax.random.key(0), slt.MAPFit(num_restarts=num_restarts,
+                                               learning_rate=learning_rate, adam_steps=5,
+                                               lbfgs_steps=5),
+        init={"w": w},
     ))
     if fit is not None:
         assert np.isfinite(fit.log_joint)
@@ -114,9 +116,11 @@ def test_fit_bic_and_laplace_from_malformed_starts(case, w, num_restarts, learni
 )
 def test_llc_with_malformed_settings(case, w, step_size, gamma, nbeta, num_chains):
     problem, _, _ = case
-    result, caught = _checked(lambda: slt.llc(
-        problem, {"w": w}, jax.random.key(0), step_size=step_size, gamma=gamma, nbeta=nbeta,
-        num_chains=num_chains, num_samples=8, num_warmup=0, batch_size=8, progress=False,
+    result, caught = _checked(lambda: slt.llc(  # a bad value is refused where it is built
+        problem, {"w": w}, jax.random.key(0),
+        posterior=slt.LocalPosterior(gamma=gamma, nbeta=nbeta),
+        sampler=slt.samplers.SGLD(step_size=step_size, batch_size=8),
+        plan=slt.RunPlan(num_chains=num_chains, num_samples=8, num_warmup=0, progress=False),
     ))
     if result is not None:
         assert step_size != "auto"  # the calibration cannot pass with 8 draws
@@ -131,8 +135,8 @@ def test_llc_with_malformed_settings(case, w, step_size, gamma, nbeta, num_chain
 def test_wbic_with_malformed_settings(case, beta, num_chains, num_samples):
     problem, w, _ = case
     result, caught = _checked(lambda: slt.wbic(
-        problem, jax.random.key(0), sampler="nuts", beta=beta, num_chains=num_chains, num_warmup=5,
-        num_samples=num_samples, init=w, progress=False,
+        problem, jax.random.key(0), beta=beta, init=w, progress=False,
+        sampler=slt.NUTS(num_chains=num_chains, num_warmup=5, num_samples=num_samples),
     ))
     if result is not None:
         assert np.isfinite(result.wbic) and np.isfinite(result.std_error)
@@ -146,8 +150,9 @@ def test_wbic_with_malformed_settings(case, beta, num_chains, num_samples):
 def test_free_energy_with_malformed_settings(case, num_particles, target_ess, num_copies):
     problem, _, _ = case
     result, _ = _checked(lambda: slt.free_energy(
-        problem, jax.random.key(0), num_particles=num_particles, target_ess=target_ess,
-        num_copies=num_copies, num_mcmc_steps=1, num_leapfrog=1, progress=False,
+        problem, jax.random.key(0), slt.Tempering(
+            num_particles=num_particles, target_ess=target_ess, num_copies=num_copies,
+            num_mcmc_steps=1, num_leapfrog=1), progress=False,
     ))
     if result is not None:
         assert np.isfinite(result.free_energy) and np.isfinite(result.std_error)
@@ -160,6 +165,7 @@ def test_free_energy_with_malformed_settings(case, num_particles, target_ess, nu
 )
 def test_fisher_at_malformed_points(pi, mu, sigma, rank_tol):
     point = {"pi": pi, "mu": mu, "sigma": sigma}
-    result, _ = _checked(lambda: slt.fisher_information(MIXTURE, point, rank_tol=rank_tol))
+    result, _ = _checked(lambda: slt.fisher_information(
+        MIXTURE, point, request=slt.FisherRequest(rank_tol=rank_tol)))
     if result is not None:
         assert np.all(np.isfinite(result.matrix)) and 0 <= result.rank <= result.dim

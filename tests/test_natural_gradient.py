@@ -1,5 +1,7 @@
 """Natural-gradient fitting: one-step optimum, reparametrisation invariance, singular points."""
 
+import inspect
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -8,13 +10,15 @@ import numpyro.distributions as dist
 import pytest
 
 from slt import models
-from slt.geometry import fisher_information
-from slt.models.base import ModelSpec
-from slt.natural_gradient import (
+from slt.fit.natural_gradient import (
+    NaturalGradientOptions,
     natural_gradient,
     natural_gradient_direction,
     natural_gradient_fit,
 )
+from slt.geometry import FisherRequest, fisher_information
+from slt.models.base import ModelSpec
+from slt.validation import InputError
 
 
 @pytest.fixture(scope="module")
@@ -30,10 +34,12 @@ def test_one_undamped_step_reaches_least_squares_and_ridge(regression):
     spec, data = regression
     X, y = np.asarray(data["x"]), np.asarray(data["y"])
     start = {"w": jnp.array([3.0, 3.0, -3.0, 1.0])}
-    mle = natural_gradient_fit(spec, data, init=start, prior=False, damping=0.0, max_steps=1)
+    mle = natural_gradient_fit(spec, data, init=start, max_steps=1,
+                               options=NaturalGradientOptions(prior=False, damping=0.0))
     np.testing.assert_allclose(mle.values["w"], np.linalg.lstsq(X, y, rcond=None)[0],
                                rtol=1e-10, atol=1e-12)
-    fit = natural_gradient_fit(spec, data, init=start, damping=0.0, max_steps=1)
+    fit = natural_gradient_fit(spec, data, init=start, max_steps=1,
+                               options=NaturalGradientOptions(damping=0.0))
     ridge = np.linalg.solve(3.0 * np.eye(4) + X.T @ X / 0.25, X.T @ y / 0.25)
     np.testing.assert_allclose(fit.values["w"], ridge, rtol=1e-10, atol=1e-12)
     assert fit.num_steps == 1 and fit.grad_norm < 1e-10 and fit.converged
@@ -66,7 +72,8 @@ def test_default_damping_converges_and_the_step_compiles_once(regression):
     assert compiles == []
     assert np.all(np.diff(np.asarray(objectives)) <= 0)
     assert np.linalg.norm(state.gradient) < 1e-8  # linear convergence, rate eps / (l + eps)
-    fisher = fisher_information(spec, {"w": state.position}, x=data["x"]).matrix
+    fisher = fisher_information(spec, {"w": state.position},
+                                request=FisherRequest(x=data["x"])).matrix
     metric = fisher + 3.0 * np.eye(4) / 200  # prior precision / n
     assert float(info.damping) == pytest.approx(1e-2 * np.trace(metric) / 4, rel=1e-10)
 
@@ -87,7 +94,7 @@ def test_natural_gradient_is_invariant_to_minutes_versus_seconds():
     def direction(x, point):
         problem = spec.problem({"x": x, "y": y})
         gradient = jax.jit(jax.grad(lambda v: problem.loss({"w": v})))(jnp.asarray(point))
-        fisher = fisher_information(spec, {"w": point}, x=x).matrix
+        fisher = fisher_information(spec, {"w": point}, request=FisherRequest(x=x)).matrix
         return np.asarray(gradient), natural_gradient_direction(gradient, fisher, damping=0.0)
 
     gradient, natural = direction(minutes, w)
@@ -111,7 +118,7 @@ def test_singular_point_damped_and_pseudo_inverse_directions_stay_finite():
     y = np.asarray(spec.mean_fn(truth, x)) + 0.5 * rng.normal(size=(60, 1))
     point = {"V": np.array([[1.2], [0.8]]), "b": np.array([0.0, -0.3]),
              "U": np.array([[0.9, 0.0]]), "c": np.array([0.0])}
-    fisher = fisher_information(spec, point, x=x)
+    fisher = fisher_information(spec, point, request=FisherRequest(x=x))
     assert fisher.rank == 5 and fisher.dim == 7
 
     def loss(theta):  # L_n in the Fisher's coordinates (V, b, U, c), constants dropped
@@ -146,21 +153,23 @@ def test_pseudo_inverse_step_is_minimum_norm_least_squares_with_collinear_featur
     x = np.asarray(data["x"]).copy()
     x[:, 3] = x[:, 2]
     collinear = {"x": x, "y": data["y"]}
-    fit = natural_gradient_fit(spec, collinear, init={"w": jnp.zeros(4)}, prior=False,
-                               solver="pinv", max_steps=1)
+    fit = natural_gradient_fit(spec, collinear,
+                               options=NaturalGradientOptions(prior=False, solver="pinv"),
+                               init={"w": jnp.zeros(4)}, max_steps=1)
     np.testing.assert_allclose(fit.values["w"], np.linalg.pinv(x) @ np.asarray(data["y"]),
                                rtol=1e-10)
     assert fit.rank == 3 and fit.damping == 0.0 and fit.converged
     again = type(fit).load(fit.save(tmp_path / "fit.nc"))
     assert repr(again) == repr(fit) and again.history.equals(fit.history)
-    damped = natural_gradient_fit(spec, collinear, init={"w": jnp.ones(4)}, prior=False,
-                                  max_steps=3)
+    damped = natural_gradient_fit(spec, collinear, options=NaturalGradientOptions(prior=False),
+                                  init={"w": jnp.ones(4)}, max_steps=3)
     objectives = damped.history["objective"].to_numpy()
     assert np.all(np.isfinite(objectives)) and np.all(np.diff(objectives) < 0)
     assert np.all(damped.history["rank"].iloc[1:] == 3) and damped.damping > 0
     with pytest.raises(FloatingPointError, match="singular .rank 3 of 4"):
-        natural_gradient_fit(spec, collinear, init={"w": jnp.zeros(4)}, prior=False,
-                             damping=0.0, max_steps=1)
+        natural_gradient_fit(spec, collinear,
+                             options=NaturalGradientOptions(prior=False, damping=0.0),
+                             init={"w": jnp.zeros(4)}, max_steps=1)
 
 
 def _logistic_regression() -> ModelSpec:
@@ -196,8 +205,9 @@ def test_fisher_scoring_on_logistic_regression_exact_and_monte_carlo():
     assert exact.fisher_kind == "exact"
     gradients = exact.history["grad_norm"].to_numpy()
     assert np.all(gradients[4:] < 0.05 * gradients[3:-1]) and gradients[-1] < 1e-8
-    fit = natural_gradient_fit(spec, data, jax.random.key(5), init=start, max_steps=6,
-                               grad_tol=0.0, kind="monte_carlo")
+    fit = natural_gradient_fit(spec, data, jax.random.key(5),
+                               options=NaturalGradientOptions(kind="monte_carlo"), init=start,
+                               max_steps=6, grad_tol=0.0)
     assert fit.fisher_kind == "monte_carlo" and fit.num_steps == 6
     gradients = fit.history["grad_norm"].to_numpy()
     assert np.all(gradients[3:] < 0.1 * gradients[2:-1]) and gradients[-1] < 1e-6
@@ -207,15 +217,20 @@ def test_fisher_scoring_on_logistic_regression_exact_and_monte_carlo():
 def test_bad_input_is_refused(regression):
     spec, data = regression
     with pytest.raises(ValueError, match="solver must be one of"):
-        natural_gradient_fit(spec, data, jax.random.key(0), solver="newton")
+        natural_gradient_fit(spec, data, jax.random.key(0),
+                             options=NaturalGradientOptions(solver="newton"))
     with pytest.raises(ValueError, match="damping must be a finite number >= 0"):
-        natural_gradient_fit(spec, data, jax.random.key(0), damping=-1e-3)
+        natural_gradient_fit(spec, data, jax.random.key(0),
+                             options=NaturalGradientOptions(damping=-1e-3))
     with pytest.raises(ValueError, match="takes no damping"):
-        natural_gradient_fit(spec, data, jax.random.key(0), solver="pinv", damping=1e-2)
+        natural_gradient_fit(spec, data, jax.random.key(0),
+                             options=NaturalGradientOptions(solver="pinv", damping=1e-2))
     with pytest.raises(ValueError, match="kind must be one of"):
-        natural_gradient_fit(spec, data, jax.random.key(0), kind="observed")
+        natural_gradient_fit(spec, data, jax.random.key(0),
+                             options=NaturalGradientOptions(kind="observed"))
     with pytest.raises(ValueError, match="learning_rate must be a finite number > 0"):
-        natural_gradient_fit(spec, data, jax.random.key(0), learning_rate=0.0)
+        natural_gradient_fit(spec, data, jax.random.key(0),
+                             options=NaturalGradientOptions(learning_rate=0.0))
     with pytest.raises(ValueError, match="max_steps must be an integer >= 1"):
         natural_gradient_fit(spec, data, jax.random.key(0), max_steps=0)
     with pytest.raises(ValueError, match="PRNG key"):
@@ -224,3 +239,64 @@ def test_bad_input_is_refused(regression):
         natural_gradient_fit(spec.model, data, jax.random.key(0))
     with pytest.raises(ValueError, match="gradient must be"):
         natural_gradient_direction(np.ones(3), np.eye(4))
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"prior": "yes"}, "prior must be True or False"),
+        ({"kind": "observed"}, "kind must be one of 'auto', 'exact', 'monte_carlo', 'empirical'"),
+        ({"solver": "newton"}, "solver must be one of 'damped', 'pinv'"),
+        ({"damping": -1.0}, "damping must be a finite number >= 0"),
+        ({"damping": np.nan}, "damping must be a finite number >= 0"),
+        ({"solver": "pinv", "damping": 0.0}, "solver='pinv' takes no damping"),
+        ({"learning_rate": 0.0}, "learning_rate must be a finite number > 0"),
+        ({"line_search": 1}, "line_search must be True or False"),
+        ({"num_draws": 1}, "num_draws must be an integer >= 2"),
+        ({"rank_tol": 1.0}, "rank_tol"),
+    ],
+)
+def test_options_refuse_a_bad_field_by_name(fields, message):
+    with pytest.raises(InputError, match=message):
+        NaturalGradientOptions(**fields)
+
+
+def test_options_print_every_setting_and_are_required_as_a_value(regression):
+    assert repr(NaturalGradientOptions(solver="pinv", num_draws=64)) == (
+        "NaturalGradientOptions(prior=True, kind='auto', solver='pinv', damping=None, "
+        "learning_rate=1.0, line_search=True, num_draws=64, rank_tol=1e-10)"
+    )
+    assert NaturalGradientOptions(damping=np.float32(0.5)).damping == 0.5
+    spec, data = regression
+    with pytest.raises(InputError, match="options must be a NaturalGradientOptions"):
+        natural_gradient(spec, data, options={"prior": False})
+    for function in (natural_gradient, natural_gradient_fit):
+        parameters = inspect.signature(function).parameters
+        assert len(parameters) <= 8 and "options" in parameters, list(parameters)
+
+
+# Recorded BEFORE the change (commit 20e1526, keyword-argument API), in float64 on CPU, by
+# natural_gradient_fit(spec, data, jax.random.key(6), kind="monte_carlo", max_steps=3,
+# grad_tol=0.0, num_samples=8) and natural_gradient_fit(spec, data, jax.random.key(6),
+# prior=False, max_steps=2, grad_tol=0.0): the fits through NaturalGradientOptions must end at
+# bitwise the same point.
+MONTE_CARLO_W = [0.9751276836307514, -0.39969464550529005]
+MONTE_CARLO_OBJECTIVE = [12.072642797659938, 0.8215690814656411, 0.68306718068122,
+                         0.682291215597189]
+EXACT_MLE_W = [0.9842387968520897, -0.40388774492128626]
+
+
+def test_fits_through_the_options_are_bitwise_those_of_the_keyword_api():
+    spec = models.linear_regression(2, noise_scale=0.5, prior_precision=2.0)
+    data = spec.simulate(jax.random.key(1), {"w": jnp.array([1.0, -0.5])}, 50)
+    monte_carlo = natural_gradient_fit(
+        spec, data, jax.random.key(6), max_steps=3, grad_tol=0.0,
+        options=NaturalGradientOptions(kind="monte_carlo", num_draws=8))
+    np.testing.assert_array_equal(np.asarray(monte_carlo.params["w"]), MONTE_CARLO_W)
+    # the objective's last bits depend on XLA's optimisation level (measured): 1e-14
+    np.testing.assert_allclose(monte_carlo.history["objective"], MONTE_CARLO_OBJECTIVE,
+                               rtol=1e-14)
+    mle = natural_gradient_fit(spec, data, jax.random.key(6), max_steps=2, grad_tol=0.0,
+                               options=NaturalGradientOptions(prior=False))
+    np.testing.assert_array_equal(np.asarray(mle.params["w"]), EXACT_MLE_W)
+    assert mle.objective == "mle" and monte_carlo.fisher_kind == "monte_carlo"

@@ -104,8 +104,10 @@ def test_float32_losses_of_a_million_examples_sum_to_within_a_few_ulps():
     exact = math.fsum(losses) / losses.size
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = slt.llc(problem, w, jax.random.key(0), num_chains=1, num_samples=20,
-                         num_warmup=0, step_size=1e-8, progress=False)
+        result = slt.llc(problem, w, jax.random.key(0),
+                         sampler=slt.samplers.SGLD(step_size=1e-8),
+                         plan=slt.RunPlan(num_chains=1, num_samples=20, num_warmup=0,
+                                          progress=False))
     ulp = float(np.spacing(np.float32(exact)))
     assert abs(result.init_loss - exact) <= 4 * ulp
     assert abs(float(problem.loss(w)) - exact) <= 4 * ulp
@@ -121,13 +123,13 @@ def test_float32_sampling_with_x64_on(float32_case):
     """Problem(x64=False) samples in float32 although 64-bit JAX is on (conftest)."""
     spec, x, y = float32_case
     problem = spec.problem({"x": x, "y": y}, x64=False)
-    fit = slt.fit_map(problem, KEY, num_restarts=1, adam_steps=0, lbfgs_steps=3,
+    fit = slt.fit_map(problem, KEY, slt.MAPFit(num_restarts=1, adam_steps=0, lbfgs_steps=3),
                       init=_exact_map(problem, x, y, 1.0, 1.0))
     assert fit.params["w"].dtype == jnp.float32
     assert problem.loglik(fit.params, problem.data).dtype == jnp.float32
     result = slt.llc(
-        problem, fit.params, KEY, step_size=1e-4, num_chains=2, num_samples=200, num_warmup=50,
-        batch_size=64, progress=False,
+        problem, fit.params, KEY, sampler=slt.samplers.SGLD(step_size=1e-4, batch_size=64),
+        plan=slt.RunPlan(num_chains=2, num_samples=200, num_warmup=50, progress=False),
     )
     assert result.loss_trace.dtype == np.float32
     # d/2 = 1; a loose check that float32 sampling is not garbage (se measured ~0.1)
@@ -143,8 +145,8 @@ def test_x64_off_samples_in_float32_and_keeps_geometry_in_float64(float32_case):
         fit = _fit_at(problem, _exact_map(problem, x, y, 1.0, 1.0))
         laplace = slt.laplace(problem, fit)
         result = slt.llc(
-            problem, fit.params, KEY, step_size=1e-4, num_chains=2, num_samples=50, num_warmup=0,
-            batch_size=64, progress=False,
+            problem, fit.params, KEY, sampler=slt.samplers.SGLD(step_size=1e-4, batch_size=64),
+            plan=slt.RunPlan(num_chains=2, num_samples=50, num_warmup=0, progress=False),
         )
         # the slides' mixture at mu = 0: pi is unidentifiable, an exactly zero eigenvalue
         fisher = slt.fisher_information(
@@ -162,7 +164,7 @@ def test_x64_off_samples_in_float32_and_keeps_geometry_in_float64(float32_case):
     assert near.eigenvalues[0] > 0 and near.rank == 2
     assert slt.fisher_information(
         models.fixed_component_mixture(), {"pi": 0.5, "mu": 1e-2, "sigma": 1.0},
-        rank_tol=1e-14,
+        request=slt.FisherRequest(rank_tol=1e-14),
     ).rank == 3
 
 

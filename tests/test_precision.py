@@ -110,9 +110,9 @@ def test_observed_readouts_are_full_precision(regression):
     problem, params, data = regression
     readout = np.full((2, 20), 1 / 20)
     watch = _observation_arguments(Observables(data, x_readout=readout, y_readout=readout),
-                                   jnp.float64, 10)
+                                   jnp.float64, 0, 10)
     observe = _observation(problem, watch)
     flat = problem.ravel(params)[None]
     precisions = _precisions(lambda w: observe(moments.zeros((1,), 2, 2, jnp.float64), w,
-                                               jnp.array([True])), flat)
+                                               jnp.array([True]), jnp.asarray(0)), flat)
     assert len(precisions) >= 2 and all(p == HIGHEST for p in precisions), precisions

@@ -28,7 +28,7 @@ def _three_runs(run):
 @pytest.fixture(scope="module")
 def fit():
     """A MAP fit stopped after a few steps, so that every restart still shows its start."""
-    return slt.fit_map(problem(), KEY, num_restarts=3, adam_steps=3, lbfgs_steps=1)
+    return slt.fit_map(problem(), KEY, slt.MAPFit(num_restarts=3, adam_steps=3, lbfgs_steps=1))
 
 
 def _all_differ(rows: np.ndarray) -> bool:
@@ -54,9 +54,11 @@ def test_sampling_estimators_repeat_with_their_key(name, trace):
 def test_llc_calibrate_repeats_with_its_key():
     """Runs this short are cold (the temperature criterion rejects them, rightly); it is
     switched off because this test is about reproducibility, not the criterion."""
+    sweep = slt.samplers.Calibration(step_sizes=[1e-3, 3e-3], num_samples=60, num_warmup=20,
+                                     max_temperature_deviation=10.0)
     first, other = _three_runs(lambda key: slt.llc_calibrate(
-        problem(), minimum(), key, step_sizes=[1e-3, 3e-3], batch_size=10, num_samples=60,
-        num_warmup=20, max_temperature_deviation=10.0, progress=False,
+        problem(), minimum(), key, sampler=slt.samplers.SGLD(step_size=sweep, batch_size=10),
+        progress=False,
     ))
     assert not np.array_equal(first.table["llc"], other.table["llc"])
 
@@ -64,30 +66,29 @@ def test_llc_calibrate_repeats_with_its_key():
 def test_rlct_repeats_with_its_key():
     """One chain per beta, so that it shares the compiled NUTS program of the wbic run."""
     first, other = _three_runs(lambda key: slt.rlct(
-        problem(), key, betas=[0.2, 0.4, 0.8], max_multiplicity=1, sampler="nuts", num_chains=1,
-        num_warmup=40,
-        num_samples=60, chunk_size=10, progress=False,
+        problem(), key, betas=[0.2, 0.4, 0.8], max_multiplicity=1, progress=False,
+        sampler=slt.NUTS(num_chains=1, num_warmup=40, num_samples=60, chunk_size=10),
     ))
     nll = np.concatenate([result.nll for result in first.wbic_results])
     assert _all_differ(nll) and first.rlct != other.rlct
 
 
 def test_fit_map_repeats_with_its_key_and_restarts_start_apart(fit):
-    assert_bitwise_equal(fit, slt.fit_map(problem(), KEY, num_restarts=3, adam_steps=3,
-                                          lbfgs_steps=1))
+    assert_bitwise_equal(fit, slt.fit_map(problem(), KEY, slt.MAPFit(
+        num_restarts=3, adam_steps=3, lbfgs_steps=1)))
     assert _all_differ(fit.restart_objectives[:, None])
 
 
 def test_monte_carlo_fisher_repeats_with_its_key():
     first, second = (
         slt.fisher_information(
-            models.fixed_component_mixture(), {"pi": 0.4, "mu": 1.5, "sigma": 0.8},
-            kind="monte_carlo", num_samples=50, key=KEY,
+            models.fixed_component_mixture(), {"pi": 0.4, "mu": 1.5, "sigma": 0.8}, key=KEY,
+            request=slt.FisherRequest(kind="monte_carlo", num_draws=50),
         )
         for _ in range(2)
     )
     assert_bitwise_equal(first, second)
-    assert np.all(first.standard_error > 0)  # the replicates draw different observations
+    assert np.all(first.std_error > 0)  # the replicates draw different observations
 
 
 @pytest.mark.filterwarnings("ignore:the fit is .* short of the maximum")

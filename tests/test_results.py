@@ -3,9 +3,12 @@ load (and to_inference_data where it holds draws) and round-trips exactly; write
 refuse to overwrite unless asked, and leave nothing behind when interrupted."""
 
 import dataclasses
+import importlib
 import json
 import math
+import re
 import warnings
+from pathlib import Path
 
 import arviz as az
 import jax
@@ -19,26 +22,27 @@ import xarray as xr
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from slt import models, truth
-from slt.estimators.bic import BICResult
-from slt.estimators.bif import bif
-from slt.estimators.compare import compare
-from slt.estimators.llc import llc
-from slt.estimators.llc_calibration import llc_calibrate
-from slt.estimators.llc_parts import llc_table
-from slt.estimators.llc_trajectory import llc_trajectory
-from slt.estimators.loss_kernel import loss_kernel
-from slt.estimators.sbic import sbic_gaussian_mixtures
-from slt.estimators.susceptibilities import susceptibilities
+from slt import ComparisonPlan, MAPFit, Tempering, models, truth
+from slt.estimators.evidence.bic import BICResult
+from slt.estimators.evidence.compare import compare
+from slt.estimators.evidence.sbic import sbic_gaussian_mixtures
+from slt.estimators.local.bif import bif
+from slt.estimators.local.calibration import llc_calibrate
+from slt.estimators.local.llc import llc
+from slt.estimators.local.loss_kernel import loss_kernel
+from slt.estimators.local.parts import llc_table
+from slt.estimators.local.susceptibilities import DataShifts, susceptibilities
+from slt.estimators.local.trajectory import llc_trajectory
 from slt.fit import FitResult
-from slt.geometry.fisher import fisher_information
+from slt.fit.natural_gradient import NaturalGradientOptions, natural_gradient_fit
+from slt.geometry.fisher import FisherRequest, fisher_information
 from slt.geometry.matrix_free import fisher_spectrum
 from slt.geometry.scan import fisher_scan
-from slt.geometry.slices import fisher_slice
+from slt.geometry.slices import MatrixFree, fisher_slice
 from slt.geometry.stochastic_trace import fisher_summary
-from slt.natural_gradient import natural_gradient_fit
 from slt.results import (
     FORMAT_VERSION,
+    MOVED_MODULES,
     RENAMED_FIELDS,
     Persistable,
     atomic_path,
@@ -46,9 +50,11 @@ from slt.results import (
     load,
     save,
 )
+from slt.samplers.config import SGLD, Calibration, RunPlan
 from slt.samplers.importance import ImportanceRun
 
 matplotlib.use("Agg")
+DEMO = Path(__file__).resolve().parents[1] / "docs" / "demo"  # `slt demo`'s saved outputs
 
 @pytest.fixture(scope="module")
 def results():
@@ -69,31 +75,32 @@ def results():
         comparison = compare(
             {"d=2": problem}, jax.random.key(0),
             methods=("bic", "laplace", "rlct", "wbic", "loo", "free_energy"),
-            fit_options={"num_restarts": 2, "adam_steps": 100, "lbfgs_steps": 50},
-            rlct_options={"multipliers": (0.5, 1, 2)},
-            free_energy_options={"num_particles": 32, "num_copies": 2},
+            plan=ComparisonPlan(
+                fit=MAPFit(num_restarts=2, adam_steps=100, lbfgs_steps=50),
+                multipliers=(0.5, 1, 2), free_energy=Tempering(num_particles=32, num_copies=2),
+            ),
             progress=False,
         )
         fit = comparison.results["d=2"]["fit"]
-        local = llc(problem, fit.params, jax.random.key(2), num_chains=2, num_samples=20,
-                    num_warmup=10, step_size=1e-4, progress=False)
-        calibration = llc_calibrate(problem, fit.params, jax.random.key(3), num_samples=20,
-                                    num_warmup=10, chains_per_candidate=1, progress=False)
-        short = dict(num_chains=2, num_samples=20, num_warmup=10, step_size=1e-4,
-                     progress=False)
+        plan = RunPlan(num_chains=2, num_samples=20, num_warmup=10, progress=False)
+        short = {"sampler": SGLD(step_size=1e-4), "plan": plan}
+        local = llc(problem, fit.params, jax.random.key(2), **short)
+        sweep = Calibration(num_samples=20, num_warmup=10, chains_per_candidate=1)
+        calibration = llc_calibrate(problem, fit.params, jax.random.key(3),
+                                    sampler=SGLD(step_size=sweep), progress=False)
         # one part, one checkpoint a run: the chunk program `local` compiled serves both
         table = llc_table(problem, fit.params, jax.random.key(9),
                           parts={"w1": {"w": np.array([True, False])}}, **short)
-        trajectory = llc_trajectory(problem, [problem.init(jax.random.key(10)), fit.params],
-                                    jax.random.key(11), steps=[0, 100], checkpoints_per_run=1,
-                                    **short)
-        observing = short | {"mala_every": 0}
+        trajectory = llc_trajectory(problem, {0: problem.init(jax.random.key(10)),
+                                              100: fit.params},
+                                    jax.random.key(11), checkpoints_per_run=1, **short)
+        observing = {"sampler": SGLD(step_size=1e-4, mala_every=0), "plan": plan}
         kernel = loss_kernel(problem, fit.params, jax.random.key(12), np.arange(3), **observing)
         influence = bif(problem, fit.params, jax.random.key(13), np.array([0, 1]),
                         train=np.arange(4), **observing)
         response = susceptibilities(problem, fit.params, jax.random.key(14),
+                                    DataShifts({"S": np.arange(5)}, reference=np.arange(10)),
                                     components={"w1": {"w": np.array([True, False])}},
-                                    subsets={"S": np.arange(5)}, reference=np.arange(10),
                                     **observing)
     mixture = models.fixed_component_mixture()
     base = {"pi": 0.5, "mu": 1.0, "sigma": 1.0}
@@ -101,17 +108,17 @@ def results():
         *comparison.results["d=2"].values(), comparison, local, calibration, table, trajectory,
         kernel, influence, response,
         fisher_information(mixture, base),
-        fisher_information(mixture, base, kind="monte_carlo", num_samples=64,
-                           key=jax.random.key(4)),
+        fisher_information(mixture, base, key=jax.random.key(4),
+                           request=FisherRequest(kind="monte_carlo", num_draws=64)),
         fisher_scan(mixture, base, {"pi": [0.25, 0.75], "mu": [-1.0, 0.0, 1.0]},
                     progress=False),
         sbic_gaussian_mixtures(np.array([-500.0, -480.0, -478.0]), 300),
         fisher_spectrum(problem, fit.values, key=jax.random.key(5), num_steps=2),
         fisher_slice(problem, fit.values, {"s": (np.array([1.0, -1.0]), [-0.5, 0.0, 0.5])},
-                     method="matrix_free", key=jax.random.key(7), num_steps=2, progress=False),
+                     key=jax.random.key(7), method=MatrixFree(num_steps=2), progress=False),
         fisher_summary(problem, fit.values, key=jax.random.key(8), num_probes=2, num_steps=2),
-        natural_gradient_fit(problem, key=jax.random.key(6), init=fit.params, prior=False,
-                             max_steps=3),
+        natural_gradient_fit(problem, key=jax.random.key(6), init=fit.params, max_steps=3,
+                             options=NaturalGradientOptions(prior=False)),
     ]
     by_name = {}
     for result in found:
@@ -377,24 +384,32 @@ def test_foreign_corrupt_and_newer_files_are_refused_clearly(results, tmp_path):
         FitResult.load(saved)
     manifest = str(xr.open_dataset(saved, engine="h5netcdf")["slt_manifest"].values.item())
     outside = _rewrite_root(saved, tmp_path / "outside.nc", manifest=manifest.replace(
-        "slt.estimators.bic:BICResult", "subprocess:Popen"))
+        "slt.estimators.evidence.bic:BICResult", "subprocess:Popen"))
     with pytest.raises(ValueError, match="'subprocess:Popen', which is not part of slt"):
         load(outside)
     renamed = _rewrite_root(saved, tmp_path / "renamed.nc", manifest=manifest.replace(
         '"penalty"', '"penalty_term"'))
-    with pytest.raises(ValueError, match="cannot rebuild slt.estimators.bic:BICResult"):
+    with pytest.raises(ValueError, match="cannot rebuild slt.estimators.evidence.bic:BICResult"):
         BICResult.load(renamed)
     truncated = _rewrite_root(saved, tmp_path / "truncated.nc", manifest=manifest[:40])
     with pytest.raises(ValueError, match="damaged"):
         load(truncated)
 
 
-def _with_old_field_names(source, target):
-    """Rewrite a saved file as the previous format version wrote it: version
-    FORMAT_VERSION - 1 and, in the manifest, the field names from before
-    RENAMED_FIELDS[FORMAT_VERSION]. Returns the classes whose fields were renamed."""
-    renames = RENAMED_FIELDS[FORMAT_VERSION]
+def _with_old_field_names(source, target, version=FORMAT_VERSION - 1, *, old_modules=False):
+    """Rewrite a saved file as format version `version` wrote it: that version number and, in
+    the manifest, the field names from before the renames of every later version
+    (RENAMED_FIELDS, undone newest first). Returns the classes whose fields were renamed.
+
+    With `old_modules`, the classes are also named by their modules before the moves of
+    MOVED_MODULES, as a file written before the moves names them."""
+    later = [RENAMED_FIELDS[v] for v in sorted(RENAMED_FIELDS, reverse=True) if v > version]
     renamed = set()
+    old_module = {new: old for old, new in MOVED_MODULES.items()} if old_modules else {}
+
+    def old_name(name):
+        module, colon, qualname = name.partition(":")
+        return f"{old_module.get(module, module)}{colon}{qualname}"
 
     def walk(node):
         if isinstance(node, list):
@@ -402,11 +417,14 @@ def _with_old_field_names(source, target):
         if not isinstance(node, dict):
             return node
         node = {key: walk(value) for key, value in node.items()}
-        old_names = {new: old for old, new in renames.get(node.get("class"), {}).items()}
-        if node.get("type") in ("dataclass", "namedtuple") and old_names:
-            renamed.add(node["class"])
-            node["fields"] = {old_names.get(key, key): value
-                              for key, value in node["fields"].items()}
+        for renames in later:
+            old_names = {new: old for old, new in renames.get(node.get("class"), {}).items()}
+            if node.get("type") in ("dataclass", "namedtuple") and old_names:
+                renamed.add(node["class"])
+                node["fields"] = {old_names.get(key, key): value
+                                  for key, value in node["fields"].items()}
+        if isinstance(node.get("class"), str):
+            node["class"] = old_name(node["class"])
         return node
 
     def groups(node):
@@ -421,7 +439,8 @@ def _with_old_field_names(source, target):
         root = root.load()
     manifest = json.loads(str(root["slt_manifest"].values.item()))
     root["slt_manifest"] = xr.Variable((), json.dumps(walk(manifest)))
-    root.attrs["slt_format_version"] = FORMAT_VERSION - 1
+    root.attrs["slt_format_version"] = version
+    root.attrs["slt_class"] = old_name(root.attrs["slt_class"])
     root.to_netcdf(target, engine="h5netcdf")
     for group in groups(manifest):
         with xr.open_dataset(source, engine="h5netcdf", group=group) as dataset:
@@ -429,10 +448,12 @@ def _with_old_field_names(source, target):
     return renamed
 
 
-def test_files_of_the_previous_version_load_with_their_old_field_names(results, tmp_path):
+@pytest.mark.parametrize("version", sorted(v - 1 for v in RENAMED_FIELDS))
+def test_files_of_earlier_versions_load_with_their_old_field_names(results, tmp_path, version):
     """A file written before the vocabulary renames (format version 1: llc_std_error,
-    num_burnin, num_params, compile_seconds, ...) loads as the result saved, under the new
-    names; every renamed class is exercised."""
+    num_burnin, num_params, compile_seconds, ...; version 2: FisherResult's standard_error
+    and num_samples) loads as the result saved, under the new names; every renamed class is
+    exercised."""
     importance = ImportanceRun(log_evidence=-10.0, std_error=0.1, pareto_k=0.3, ess=500.0,
                                num_samples=1000, num_permutations=1, num_components=3,
                                run_time=0.5)
@@ -441,9 +462,52 @@ def test_files_of_the_previous_version_load_with_their_old_field_names(results, 
     renamed = set()
     for name, result in found.items():
         saved = result.save(tmp_path / f"{name}.nc")
-        renamed |= _with_old_field_names(saved, tmp_path / f"{name}.old.nc")
+        renamed |= _with_old_field_names(saved, tmp_path / f"{name}.old.nc", version)
         assert_same(load(tmp_path / f"{name}.old.nc"), result, name)
-    assert renamed == set(RENAMED_FIELDS[FORMAT_VERSION])
-    manifest = str(xr.open_dataset(tmp_path / "LLCResult.old.nc",
+    assert renamed == {name for v in RENAMED_FIELDS if v > version for name in RENAMED_FIELDS[v]}
+    if version == 1:
+        manifest = str(xr.open_dataset(tmp_path / "LLCResult.old.nc",
+                                       engine="h5netcdf")["slt_manifest"].values.item())
+        assert '"llc_std_error"' in manifest and '"num_burnin"' in manifest
+
+
+@pytest.mark.parametrize("version", [1, FORMAT_VERSION])
+def test_files_naming_the_modules_before_a_move_load(results, tmp_path, version):
+    """slt/fit.py and slt/natural_gradient.py became the package slt.fit (slt.fit.map,
+    slt.fit.natural_gradient), and slt/truth.py the package slt.truth (issue 34): a file
+    written before names its classes by the old modules (slt.natural_gradient:..., whose
+    module is gone) and loads as the result saved, with the field names of its version."""
+    old_names = set()
+    for name, result in results.items():
+        saved = result.save(tmp_path / f"{name}.nc")
+        _with_old_field_names(saved, tmp_path / f"{name}.old.nc", version, old_modules=True)
+        with xr.open_dataset(tmp_path / f"{name}.old.nc", engine="h5netcdf") as root:
+            recorded = str(root.attrs["slt_class"])
+            manifest = str(root["slt_manifest"].values.item())
+        old_names |= {recorded, *re.findall(r'"class": "([^"]+)"', manifest)}
+        assert_same(load(tmp_path / f"{name}.old.nc"), result, name)
+    assert {"slt.natural_gradient:NaturalGradientResult", "slt.fit:FitResult"} <= old_names
+    assert not any(name.startswith(("slt.fit.", "slt.truth.")) for name in old_names)
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("slt.natural_gradient")
+    assert load(DEMO / "evidence_comparison.nc").results  # slt/cli/demo.py's, names slt.fit
+
+
+def test_a_fisher_result_saved_with_standard_error_loads_as_std_error(results, tmp_path):
+    """FisherResult.standard_error and num_samples became std_error and num_draws (format
+    version 3): a file of version 2 with the old names loads under the new ones, and the
+    old names still read the new fields, with a DeprecationWarning."""
+    fisher = results["FisherResult.monte_carlo"]
+    saved = fisher.save(tmp_path / "fisher.nc")
+    _with_old_field_names(saved, tmp_path / "fisher.old.nc", 2)
+    manifest = str(xr.open_dataset(tmp_path / "fisher.old.nc",
                                    engine="h5netcdf")["slt_manifest"].values.item())
-    assert '"llc_std_error"' in manifest and '"num_burnin"' in manifest
+    assert '"standard_error": ' in manifest and '"num_samples": ' in manifest
+    assert '"std_error": ' not in manifest and '"num_draws": ' not in manifest  # field names
+    loaded = load(tmp_path / "fisher.old.nc")
+    np.testing.assert_array_equal(loaded.std_error, fisher.std_error)
+    assert loaded.num_draws == fisher.num_draws == 64
+    with pytest.warns(DeprecationWarning, match="use std_error"):
+        np.testing.assert_array_equal(loaded.standard_error, fisher.std_error)
+    with pytest.warns(DeprecationWarning, match="use num_draws"):
+        assert loaded.num_samples == 64

@@ -11,7 +11,9 @@ up at 1e-3 or more.
 """
 
 import doctest
+import importlib
 import math
+import pkgutil
 from fractions import Fraction
 
 import numpy as np
@@ -66,9 +68,14 @@ def test_rlct_is_an_exact_tuple():
 
 
 def test_docstring_examples():
-    result = doctest.testmod(truth, optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0
-    assert result.attempted >= 20
+    """The examples of every module of the package (each tested in its own namespace)."""
+    failed = attempted = 0
+    for info in pkgutil.iter_modules(truth.__path__):
+        module = importlib.import_module(f"{truth.__name__}.{info.name}")
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        failed, attempted = failed + result.failed, attempted + result.attempted
+    assert failed == 0
+    assert attempted >= 20
 
 
 # ---------------------------------------------------------------------------------------

@@ -30,7 +30,8 @@ KEY = jax.random.key(0)
 def case():
     data = SPEC.simulate(jax.random.key(0), {"w": jnp.array([1.0, -1.0])}, 20)
     problem = SPEC.problem(data)
-    fit = slt.fit_map(problem, jax.random.key(1), num_restarts=1, adam_steps=20, lbfgs_steps=10)
+    fit = slt.fit_map(problem, jax.random.key(1),
+                      slt.MAPFit(num_restarts=1, adam_steps=20, lbfgs_steps=10))
     return {"problem": problem, "fit": fit, "params": fit.params, "data": data}
 
 
@@ -59,12 +60,13 @@ CASES = [
      {"log_prior": 1.0}, "log_prior must be a function"),
     ("Problem.from_loss", lambda c: (lambda p, b: b["y"] * 0, {"w": jnp.full(2, jnp.inf)},
                                      c["data"]), {}, r"params\['w'\] is not finite"),
-    # fit_map
+    # fit_map (its settings are a MAPFit value, which checks its fields when built)
     ("fit_map", lambda c: ("problem", KEY), {}, "problem must be an slt.Problem"),
     ("fit_map", lambda c: (c["problem"], 0), {}, "key must be one JAX PRNG key"),
-    ("fit_map", lambda c: (c["problem"], KEY), {"num_restarts": 0}, "num_restarts"),
-    ("fit_map", lambda c: (c["problem"], KEY), {"num_restarts": 1.5}, "num_restarts"),
-    ("fit_map", lambda c: (c["problem"], KEY), {"learning_rate": np.inf}, "learning_rate"),
+    ("MAPFit", lambda c: (), {"num_restarts": 0}, "num_restarts"),
+    ("MAPFit", lambda c: (), {"num_restarts": 1.5}, "num_restarts"),
+    ("MAPFit", lambda c: (), {"learning_rate": np.inf}, "learning_rate"),
+    ("fit_map", lambda c: (c["problem"], KEY), {"optimizer": {"num_restarts": 2}}, "MAPFit"),
     ("fit_map", lambda c: (c["problem"], KEY), {"init": {"w": jnp.zeros(3)}}, "has shape"),
     ("fit_map", lambda c: (c["problem"], KEY), {"init": {"v": jnp.zeros(2)}}, "structure"),
     # bic, laplace
@@ -72,44 +74,52 @@ CASES = [
     ("bic", lambda c: (c["problem"], c["fit"]), {"dim": 1.5}, "dim"),
     ("laplace", lambda c: (c["problem"], c["fit"]), {"num_modes": 0}, "num_modes"),
     ("laplace", lambda c: (c["problem"], c["fit"]), {"num_modes": np.nan}, "num_modes"),
-    # llc, llc_calibrate
+    # llc, llc_calibrate: what they check when called; their settings are values that check
+    # their fields when built (LocalPosterior, SGLD, RunPlan, Calibration)
     ("llc", lambda c: (c["problem"], _nan_params(c), KEY), {}, "is not finite"),
-    ("llc", lambda c: (c["problem"], c["params"], KEY), {"num_chains": 0}, "num_chains"),
-    ("llc", lambda c: (c["problem"], c["params"], KEY), {"step_size": 0.0}, "step_size"),
-    ("llc", lambda c: (c["problem"], c["params"], KEY), {"step_size": np.inf}, "step_size"),
-    ("llc", lambda c: (c["problem"], c["params"], KEY), {"step_size": np.nan}, "step_size"),
-    ("llc", lambda c: (c["problem"], c["params"], KEY), {"nbeta": -1.0}, "nbeta"),
-    ("llc", lambda c: (c["problem"], c["params"], KEY), {"nbeta": np.inf}, "nbeta"),
-    ("llc", lambda c: (c["problem"], c["params"], KEY), {"gamma": np.nan}, "gamma"),
-    ("llc", lambda c: (c["problem"], c["params"], KEY), {"mala_every": -1}, "mala_every"),
-    ("llc", lambda c: (c["problem"], c["params"], KEY), {"chunk_size": 0}, "chunk_size"),
     ("llc", lambda c: (c["problem"], c["params"], 7), {}, "key"),
-    ("llc_calibrate", lambda c: (c["problem"], c["params"], KEY), {"step_sizes": [1e-4, -1]},
-     "every step size"),
-    ("llc_calibrate", lambda c: (c["problem"], c["params"], KEY), {"min_acceptance": 2.0},
-     "min_acceptance"),
-    ("llc_calibrate", lambda c: (c["problem"], c["params"], KEY), {"chains_per_candidate": 0},
-     "chains_per_candidate"),
-    # wbic, rlct, free_energy, compare
+    ("RunPlan", lambda c: (), {"num_chains": 0}, "num_chains"),
+    ("SGLD", lambda c: (), {"step_size": 0.0}, "step_size"),
+    ("SGLD", lambda c: (), {"step_size": np.inf}, "step_size"),
+    ("SGLD", lambda c: (), {"step_size": np.nan}, "step_size"),
+    ("LocalPosterior", lambda c: (), {"nbeta": -1.0}, "nbeta"),
+    ("LocalPosterior", lambda c: (), {"nbeta": np.inf}, "nbeta"),
+    ("LocalPosterior", lambda c: (), {"gamma": np.nan}, "gamma"),
+    ("SGLD", lambda c: (), {"mala_every": -1}, "mala_every"),
+    ("RunPlan", lambda c: (), {"chunk_size": 0}, "chunk_size"),
+    ("llc_calibrate", lambda c: (c["problem"], c["params"], KEY),
+     {"sampler": slt.samplers.SGLD(step_size=1e-4)}, "llc_calibrate chooses SGLD's step size"),
+    ("Calibration", lambda c: (), {"step_sizes": [1e-4, -1]}, "step_sizes"),
+    ("Calibration", lambda c: (), {"min_acceptance": 2.0}, "min_acceptance"),
+    ("Calibration", lambda c: (), {"chains_per_candidate": 0}, "chains_per_candidate"),
+    # wbic, rlct, free_energy, compare: what they check when called; their samplers are
+    # values that check their fields when built (Tempering, NUTS, TemperedSGLD, ...)
     ("wbic", lambda c: (c["problem"], KEY), {"beta": 0.0}, "beta"),
     ("wbic", lambda c: (c["problem"], KEY), {"beta": -1.0}, "beta"),
-    ("wbic", lambda c: (c["problem"], KEY), {"num_chains": 0}, "num_chains"),
-    ("wbic", lambda c: (c["problem"], KEY), {"num_samples": 0}, "num_samples"),
-    ("wbic", lambda c: (c["problem"], KEY), {"sampler": "nuts", "target_accept_prob": 1.5},
-     "target_accept_prob"),
-    ("wbic", lambda c: (c["problem"], KEY), {"sampler": "nuts", "init": {"w": jnp.zeros(5)}},
-     "has shape"),
-    ("wbic", lambda c: (c["problem"], KEY), {"sampler": "sgld", "step_size": -1.0}, "step_size"),
-    ("wbic", lambda c: (c["problem"], KEY), {"sampler": "sgld", "batch_size": 0}, "batch_size"),
-    ("rlct", lambda c: (c["problem"], KEY), {"num_chains": 0}, "num_chains"),
+    ("wbic", lambda c: (c["problem"], KEY), {"sampler": "nuts"}, "sampler must be a sampler"),
+    ("NUTS", lambda c: (), {"num_chains": 0}, "num_chains"),
+    ("NUTS", lambda c: (), {"num_samples": 0}, "num_samples"),
+    ("NUTS", lambda c: (), {"target_acceptance": 1.5}, "target_acceptance"),
+    ("wbic", lambda c: (c["problem"], KEY),
+     {"sampler": slt.NUTS(), "init": {"w": jnp.zeros(5)}}, "has shape"),
+    ("TemperedSGLD", lambda c: (), {"step_size": -1.0}, "step_size"),
+    ("TemperedSGLD", lambda c: (), {"batch_size": 0}, "batch_size"),
+    ("rlct", lambda c: (c["problem"], KEY), {"sampler": {"num_chains": 0}}, "sampler must be"),
     ("rlct", lambda c: (c["problem"], KEY), {"betas": [np.nan, 1.0, 2.0]}, "every beta"),
     ("rlct", lambda c: (c["problem"], KEY), {"multipliers": [-1.0, 1.0, 2.0]}, "multiplier"),
-    ("free_energy", lambda c: (c["problem"], KEY), {"num_particles": 1}, "num_particles"),
-    ("free_energy", lambda c: (c["problem"], KEY), {"num_copies": 2.5}, "num_copies"),
-    ("free_energy", lambda c: (c["problem"], KEY), {"target_ess": 1.0}, "target_ess"),
-    ("free_energy", lambda c: (c["problem"], KEY), {"prior_sampler": 3}, "prior_sampler"),
+    ("Tempering", lambda c: (), {"num_particles": 1}, "num_particles"),
+    ("Tempering", lambda c: (), {"num_copies": 2.5}, "num_copies"),
+    ("free_energy", lambda c: (c["problem"], KEY), {"sampler": slt.Tempering(num_copies=1)},
+     "num_copies"),
+    ("Tempering", lambda c: (), {"target_ess": 1.0}, "target_ess"),
+    ("Tempering", lambda c: (), {"prior_sampler": 3}, "prior_sampler"),
     ("free_energy", lambda c: (c["problem"], KEY),
-     {"prior_sampler": lambda key, num: jnp.zeros((num, 5))}, "must return shape"),
+     {"sampler": slt.Tempering(prior_sampler=lambda key, num: jnp.zeros((num, 5)))},
+     "must return shape"),
+    ("NestedSampling", lambda c: (), {"num_live": 1}, "num_live"),
+    ("compare", lambda c: ({"a": c["problem"]}, KEY), {"plan": {"fit": None}},
+     "plan must be a ComparisonPlan"),
+    ("ComparisonPlan", lambda c: (), {"fit": {"num_restarts": 2}}, "fit must be a MAPFit"),
     ("compare", lambda c: ([c["problem"]], KEY), {}, "problems must be a dict"),
     ("compare", lambda c: ({"a": 1}, KEY), {}, r"problems\['a'\] must be an slt.Problem"),
     ("compare", lambda c: ({"a": c["problem"], "b": SPEC.problem(
@@ -120,9 +130,10 @@ CASES = [
     ("fisher_information", lambda c: (MIXTURE, {**MIXTURE_POINT, "sigma": -1.0}), {},
      "outside its support"),
     ("fisher_information", lambda c: (MIXTURE, MIXTURE_POINT),
-     {"kind": "monte_carlo", "num_samples": 4, "key": 0}, "key must be one JAX PRNG key"),
+     {"request": slt.FisherRequest(kind="monte_carlo", num_draws=4), "key": 0},
+     "key must be one JAX PRNG key"),
     ("fisher_information", lambda c: (SPEC, {"w": np.zeros(2)}),
-     {"x": np.ones((4, 2)), "chunk_size": 0}, "chunk_size"),
+     {"request": slt.FisherRequest(x=np.ones((4, 2))), "chunk_size": 0}, "chunk_size"),
     ("fisher_scan", lambda c: (MIXTURE, MIXTURE_POINT, {"mu": [0.0, np.inf]}),
      {"progress": False}, "finite"),
     ("kl_divergence", lambda c: (MIXTURE, MIXTURE_POINT, {**MIXTURE_POINT, "sigma": 0.0}), {},
@@ -132,11 +143,16 @@ CASES = [
 FUNCTIONS = {
     "Problem": Problem, "Problem.from_loss": Problem.from_loss, "fit_map": slt.fit_map,
     "bic": slt.bic, "laplace": slt.laplace, "llc": slt.llc, "llc_calibrate": slt.llc_calibrate,
+    "LocalPosterior": slt.LocalPosterior, "SGLD": slt.samplers.SGLD, "RunPlan": slt.RunPlan,
+    "Calibration": slt.samplers.Calibration,
+    "MAPFit": slt.MAPFit, "NUTS": slt.NUTS, "Tempering": slt.Tempering,
+    "TemperedSGLD": slt.TemperedSGLD, "NestedSampling": slt.NestedSampling,
+    "ComparisonPlan": slt.ComparisonPlan,
     "wbic": slt.wbic, "rlct": slt.rlct, "free_energy": slt.free_energy, "compare": slt.compare,
     "fisher_information": slt.fisher_information, "fisher_scan": slt.fisher_scan,
     "kl_divergence": slt.kl_divergence,
 }
-QUIET = {"llc", "llc_calibrate", "wbic", "rlct", "free_energy", "compare"}
+QUIET = {"llc_calibrate", "wbic", "rlct", "free_energy", "compare"}
 
 
 @pytest.mark.parametrize(
@@ -178,7 +194,8 @@ def test_methods_too_demanding_for_tiny_n_say_so(case):
     tiny = SPEC.problem({k: v[:2] for k, v in case["data"].items()})
     one = SPEC.problem({k: v[:1] for k, v in case["data"].items()})
     with pytest.raises(ValueError, match="n >= 2"):
-        slt.llc(one, case["params"], KEY, step_size=1e-4, progress=False)
+        slt.llc(one, case["params"], KEY, sampler=slt.samplers.SGLD(step_size=1e-4),
+                plan=slt.RunPlan(progress=False))
     with pytest.raises(ValueError, match="n >= 2"):
         slt.wbic(one, KEY, progress=False)
     with pytest.raises(ValueError, match="n >= 3"):

@@ -10,19 +10,23 @@ comparison.csv (the table), comparison.json (table, choices, diagnostics), compa
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 import jax
 import pandas as pd
 
 from slt.cli.inputs import OutputFolder, UsageError, load_data, parse_model
 from slt.cli.options import add_data_options, add_output_options, positive_int
-from slt.estimators.compare import METHODS, SAMPLERS, compare
+from slt.estimators.evidence.compare import METHODS, ComparisonPlan, compare
 from slt.problem import Problem
+from slt.samplers.nuts import NUTS
+from slt.samplers.tempering import Tempering
 
 __all__ = ["add_parser", "run", "OUTPUT_FILES", "DEFAULT_METHODS"]
 
 OUTPUT_FILES = ("comparison.csv", "comparison.json", "comparison.png", "comparison.nc")
 DEFAULT_METHODS = ("bic", "laplace", "wbic", "free_energy", "rlct")
+SAMPLERS = ("smc", "nuts")  # --sampler: where wbic, rlct and loo draw from
 
 
 def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
@@ -102,13 +106,12 @@ def run(args: argparse.Namespace) -> int:
     if sampling and args.sampler != "nuts":
         raise UsageError("--num-samples and --num-warmup set NUTS chains: add --sampler nuts")
     problems = _problems(args)
-    result = compare(
-        problems, jax.random.key(args.seed), methods=methods,
-        wbic_options=sampling if "rlct" not in methods else None,
-        rlct_options=sampling, loo_options=sampling,
-        free_energy_options={"num_particles": args.num_particles},
-        sampler=args.sampler, progress=args.progress,
-    )
+    plan = ComparisonPlan(free_energy=Tempering(num_particles=args.num_particles))
+    if args.sampler == "nuts":  # WBIC from the rlct chains at 1 / log n where rlct runs
+        nuts = NUTS(**sampling)
+        plan = replace(plan, wbic=nuts if "rlct" not in methods else None, rlct=nuts, loo=nuts)
+    result = compare(problems, jax.random.key(args.seed), methods, plan,
+                     progress=args.progress)
     print(format_comparison(result))
     if out is not None:
         write_comparison(out, result, "comparison")

@@ -36,11 +36,13 @@ from slt.cli.compare import format_comparison
 from slt.cli.inputs import OutputFolder, bundled_path, load_data, parse_model
 from slt.cli.landscapes import seed_figures, seed_scans
 from slt.cli.options import add_output_options
-from slt.estimators.compare import compare
-from slt.estimators.llc import llc
-from slt.fit import fit_map
-from slt.geometry.fisher import fisher_information
+from slt.estimators.evidence.compare import ComparisonPlan, compare
+from slt.estimators.local.llc import llc
+from slt.fit import MAPFit, fit_map
+from slt.geometry.fisher import FisherRequest, fisher_information
 from slt.geometry.symmetry import expected_fisher_nullity
+from slt.samplers.config import RunPlan
+from slt.samplers.tempering import Tempering
 
 __all__ = ["FIGURES", "NETWORKS", "add_parser", "run"]
 
@@ -133,7 +135,8 @@ def _evidence(key, progress: bool) -> tuple[dict, object, dict[str, object]]:
         problems[f"K={k}"] = choice.problem(fits_data)
     result = compare(
         problems, key, methods=("bic", "laplace", "wbic", "free_energy", "rlct"),
-        free_energy_options={"num_particles": NUM_PARTICLES}, progress=progress,
+        plan=ComparisonPlan(free_energy=Tempering(num_particles=NUM_PARTICLES)),
+        progress=progress,
     )
     figure = _mixture_fits_figure(fits_data["y"], result)
     summary = {
@@ -178,9 +181,10 @@ def _network_llc(network: Network, key, progress: bool) -> tuple[dict, object]:
     data = spec.simulate(data_key, network.teacher(), network.n)
     problem = spec.problem(data)
     start = time.perf_counter()
-    fit = fit_map(problem, fit_key, prior=False, num_restarts=network.num_restarts)
-    result = llc(problem, fit.params, llc_key, step_size="auto", progress=progress)
-    fisher = fisher_information(spec, fit.values, x=np.asarray(data["x"]))
+    fit = fit_map(problem, fit_key, MAPFit(num_restarts=network.num_restarts), prior=False)
+    result = llc(problem, fit.params, llc_key, plan=RunPlan(progress=progress))
+    fisher = fisher_information(spec, fit.values,
+                                request=FisherRequest(x=np.asarray(data["x"])))
     nullity = expected_fisher_nullity(n_in, h, n_out, network.activation, bias=network.bias)
     exact = network.exact() if network.exact is not None else None
     row = {
@@ -257,8 +261,9 @@ def _report(results: dict) -> str:
         "## 2. How complex is a trained network, really?",
         "",
         "Two-layer networks trained by maximum likelihood (`slt.fit_map`, prior off) on data "
-        "simulated from a teacher with unit Gaussian noise; λ̂ by `slt.llc` (4 chains × 1000 "
-        "draws, step size calibrated). BIC charges d/2 per log n; the parameter-space "
+        "simulated from a teacher with unit Gaussian noise; λ̂ by `slt.llc` "
+        f"({RunPlan().num_chains} chains × {RunPlan().num_samples} draws, step size "
+        "calibrated). BIC charges d/2 per log n; the parameter-space "
         "symmetries (`slt.geometry.symmetry`) alone lower that to (d − generic Fisher "
         "nullity)/2; the exact learning coefficient at the teacher is lower still. "
         "`rank I(w*)` is the rank of the Fisher information at the trained parameters.",

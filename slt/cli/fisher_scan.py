@@ -19,7 +19,7 @@ import numpy as np
 
 from slt.cli.inputs import OutputFolder, UsageError, load_data, parse_model, parse_point
 from slt.cli.options import add_data_options, add_output_options, positive_int
-from slt.geometry.fisher import KINDS, gauss_hermite_inputs
+from slt.geometry.fisher import KINDS, FisherRequest, gauss_hermite_inputs
 from slt.geometry.observation import observation_model
 from slt.geometry.scan import fisher_scan
 
@@ -78,8 +78,9 @@ def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
                         help="a scanned coordinate and its grid; give one or two")
     parser.add_argument("--kind", choices=KINDS, default="exact",
                         help="exact (default), monte_carlo or empirical (gradients at --data)")
-    parser.add_argument("--num-samples", type=positive_int, default=None,
-                        help="replicates for --kind monte_carlo")
+    parser.add_argument("--num-draws", "--num-samples", dest="num_draws", type=positive_int,
+                        default=None, help="replicates for --kind monte_carlo (--num-samples: "
+                                           "its older name)")
     parser.add_argument("--coordinates", choices=("natural", "unconstrained"), default="natural",
                         help="coordinates of the grid and of the matrix (default: natural)")
     add_data_options(parser, required=False)
@@ -88,7 +89,7 @@ def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
 
 
 def _inputs(args, choice, values):
-    """Keyword arguments `x`, `x_weights`, `data` for `fisher_scan`."""
+    """The fields `x`, `x_weights`, `data` of the scan's `FisherRequest`."""
     try:
         observation, _ = observation_model(choice.spec, values)
     except ValueError as error:
@@ -120,13 +121,15 @@ def run(args: argparse.Namespace) -> int:
                          "model (wrap it in slt.models.ModelSpec with a simulate function)")
     values = parse_point(args.at, args.params)
     monte_carlo = args.kind == "monte_carlo"
-    if monte_carlo and args.num_samples is None:
-        raise UsageError("--kind monte_carlo needs --num-samples (e.g. 200)")
+    if monte_carlo and args.num_draws is None:
+        raise UsageError("--kind monte_carlo needs --num-draws (e.g. 200)")
     try:
+        request = FisherRequest(kind=args.kind, coordinates=args.coordinates,
+                                num_draws=args.num_draws, **_inputs(args, choice, values))
         scan = fisher_scan(
-            choice.spec, values, dict(args.axis), kind=args.kind, coordinates=args.coordinates,
-            num_samples=args.num_samples, key=jax.random.key(args.seed) if monte_carlo else None,
-            progress=args.progress, **_inputs(args, choice, values),
+            choice.spec, values, dict(args.axis),
+            key=jax.random.key(args.seed) if monte_carlo else None, request=request,
+            progress=args.progress,
         )
     except ValueError as error:  # every ValueError of fisher_scan is about its arguments
         raise UsageError(str(error)) from None

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from slt import models
-from slt.geometry.fisher import gauss_hermite_inputs
+from slt.geometry.fisher import FisherRequest, gauss_hermite_inputs
 from slt.geometry.scan import FisherScan, fisher_scan
 
 __all__ = ["MIXTURE_BASE", "POINTS", "POINTS_2D", "TANH_BASE", "seed_figures", "seed_scans"]
@@ -68,7 +68,7 @@ def seed_scans(
     mixture = models.fixed_component_mixture()
     tanh = models.two_layer_network(1, 2, 1, activation="tanh")
     x, weights = gauss_hermite_inputs()
-    network = {"x": x, "x_weights": weights, "progress": progress}
+    network = {"request": FisherRequest(x=x, x_weights=weights), "progress": progress}
     return {
         "mixture_mu": fisher_scan(
             mixture, MIXTURE_BASE, {"mu": _symmetric_grid(3.0, half)}, progress=progress

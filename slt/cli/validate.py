@@ -36,12 +36,13 @@ import pandas as pd
 
 from slt import models, truth
 from slt.cli.inputs import OutputFolder, UsageError
-from slt.estimators.free_energy import free_energy
-from slt.estimators.laplace import laplace
-from slt.estimators.llc import llc
-from slt.estimators.wbic import wbic
-from slt.fit import fit_map
-from slt.geometry.fisher import fisher_information, gauss_hermite_inputs
+from slt.estimators.evidence.free_energy import free_energy
+from slt.estimators.evidence.laplace import laplace
+from slt.estimators.evidence.wbic import wbic
+from slt.estimators.local.llc import llc
+from slt.fit import MAPFit, fit_map
+from slt.geometry.fisher import FisherRequest, fisher_information, gauss_hermite_inputs
+from slt.samplers.config import RunPlan
 
 __all__ = ["CASES", "Outcome", "add_parser", "run", "run_cases"]
 
@@ -73,7 +74,8 @@ def _fisher_scaling(key, quick) -> Outcome:
     u, v = 0.7, -1.3
     spec = models.two_layer_network(1, 1, 1, activation="identity", bias=False)
     x, weights = gauss_hermite_inputs()
-    result = fisher_information(spec, {"V": [[u]], "U": [[v]]}, x=x, x_weights=weights)
+    result = fisher_information(spec, {"V": [[u]], "U": [[v]]},
+                                request=FisherRequest(x=x, x_weights=weights))
     second_moment = float(np.sum(weights * x[:, 0] ** 2))
     exact = second_moment * np.array([[v * v, u * v], [u * v, u * u]])
     error = float(np.max(np.abs(result.matrix - exact)))
@@ -99,7 +101,7 @@ def _laplace_linear(key, quick) -> Outcome:
     spec, data = _linear_regression_data(200)
     problem = spec.problem(data)
     exact = -truth.linear_regression_log_evidence(data["x"], data["y"], 1.0, 1.0)
-    result = laplace(problem, fit_map(problem, key, num_restarts=4))
+    result = laplace(problem, fit_map(problem, key, MAPFit(num_restarts=4)))
     return _absolute(result.free_energy, exact, 1e-6 * abs(exact), "relative 1e-6")
 
 
@@ -121,9 +123,9 @@ def _llc_case(spec, true_values, n, exact, key, quick) -> Outcome:
     data = spec.simulate(jax.random.key(12), true_values, n)
     problem = spec.problem(data)
     fit_key, llc_key = jax.random.split(key)
-    fit = fit_map(problem, fit_key, prior=False, num_restarts=4)
+    fit = fit_map(problem, fit_key, MAPFit(num_restarts=4), prior=False)
     draws = {"num_samples": 300, "num_warmup": 300} if quick else {}
-    result = llc(problem, fit.params, llc_key, progress=False, **draws)
+    result = llc(problem, fit.params, llc_key, plan=RunPlan(progress=False, **draws))
     tolerance = max(0.25 * exact, 4 * result.std_error)
     return _absolute(result.llc_mean, exact, tolerance, "25% or 4 se")
 

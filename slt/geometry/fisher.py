@@ -7,7 +7,9 @@ computed in float64 always: `fisher_information` switches JAX to 64-bit inside i
 (`jax.enable_x64`), whatever the caller's setting, because its near-zero eigenvalues are
 the point (float32 reports 1e-13 for a true 1e-19).
 
-Three kinds (`KINDS`), see `slt.geometry.kernels` for the formulas:
+What is computed is a `FisherRequest` (`slt.geometry.request`): the kind, the inputs x and
+their weights, the data of the empirical kind, the Monte Carlo draws, the coordinates and the
+rank tolerance. Three kinds (`KINDS`), see `slt.geometry.kernels` for the formulas:
 
 * "exact": the closed form (1/sigma^2) E_x[J^T J] (plus the scale term when the noise is
   learned) for Gaussian-noise models, over the given inputs x; E_x[J^T F(eta) J] for
@@ -20,6 +22,7 @@ Three kinds (`KINDS`), see `slt.geometry.kernels` for the formulas:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -34,22 +37,22 @@ from slt.compile_cache import compiled_for
 from slt.geometry.coordinates import Coordinates
 from slt.geometry.kernels import FisherArrays, fisher_function, mixture_extent, quadrature_grid
 from slt.geometry.observation import ObservationModel, observation_model, resolve_model
-from slt.geometry.spectrum import DEFAULT_RANK_TOL, check_rank_tol, spectrum_summary
+from slt.geometry.request import KINDS, FisherRequest
+from slt.geometry.spectrum import spectrum_summary
 from slt.models.base import ModelSpec
 from slt.problem import Problem
 from slt.results import Persistable
-from slt.validation import require_int, require_key
+from slt.validation import InputError, require_int, require_key
 
 __all__ = [
     "KINDS",
+    "FisherRequest",
     "FisherResult",
     "FisherSetup",
     "fisher_information",
     "gauss_hermite_inputs",
     "prepare",
 ]
-
-KINDS = ("exact", "monte_carlo", "empirical")
 
 _KIND_LABELS = {
     "exact": "exact Fisher information",
@@ -73,9 +76,13 @@ class FisherResult(Persistable):
       coordinates: "natural" or "unconstrained"; names: one label per coordinate.
       point: the constrained site values the matrix was computed at.
       model_name: the model's name.
-      standard_error: entry-wise Monte Carlo standard error (None unless kind="monte_carlo").
-      num_samples: Monte Carlo replicates (None otherwise).
+      std_error: entry-wise Monte Carlo standard error (None unless kind="monte_carlo").
+      num_draws: Monte Carlo replicates (None otherwise).
       num_inputs: how many inputs x the expectation averaged over (None for density models).
+
+    `standard_error` and `num_samples`, the names before the one vocabulary of
+    docs/glossary.md, still read `std_error` and `num_draws`, with a DeprecationWarning; files
+    saved with them load under the new names (`slt.results.RENAMED_FIELDS`).
     """
 
     matrix: np.ndarray = field(repr=False)
@@ -90,9 +97,23 @@ class FisherResult(Persistable):
     names: tuple[str, ...] = field(repr=False)
     point: dict[str, np.ndarray] = field(repr=False)
     model_name: str
-    standard_error: np.ndarray | None = field(default=None, repr=False)
-    num_samples: int | None = None
+    std_error: np.ndarray | None = field(default=None, repr=False)
+    num_draws: int | None = None
     num_inputs: int | None = None
+
+    @property
+    def standard_error(self) -> np.ndarray | None:
+        """Deprecated name of `std_error`."""
+        warnings.warn("FisherResult.standard_error is deprecated: use std_error",
+                      DeprecationWarning, stacklevel=2)
+        return self.std_error
+
+    @property
+    def num_samples(self) -> int | None:
+        """Deprecated name of `num_draws` (in slt `num_samples` counts a sampler's draws)."""
+        warnings.warn("FisherResult.num_samples is deprecated: use num_draws",
+                      DeprecationWarning, stacklevel=2)
+        return self.num_draws
 
     @property
     def dim(self) -> int:
@@ -139,7 +160,7 @@ class FisherResult(Persistable):
         )
 
     def to_xarray(self):
-        """An xarray Dataset: the matrix (row, column), eigenvalues and, if any, standard errors."""
+        """An xarray Dataset: the matrix (row, column), eigenvalues and, if any, std_error."""
         import xarray as xr
 
         names = list(self.names)
@@ -147,8 +168,8 @@ class FisherResult(Persistable):
             "fisher": (("row", "column"), self.matrix),
             "eigenvalues": (("eigen",), self.eigenvalues),
         }
-        if self.standard_error is not None:
-            variables["standard_error"] = (("row", "column"), self.standard_error)
+        if self.std_error is not None:
+            variables["std_error"] = (("row", "column"), self.std_error)
         attrs = {"kind": self.kind, "coordinates": self.coordinates, "model": self.model_name,
                  "rank": self.rank, "rank_tol": self.rank_tol}
         return xr.Dataset(variables, coords={"row": names, "column": names}, attrs=attrs)
@@ -161,7 +182,7 @@ class FisherResult(Persistable):
 
     def __repr__(self) -> str:
         point = ", ".join(f"{k}={_short(v)}" for k, v in self.point.items())
-        extra = f", {self.num_samples} replicates" if self.num_samples else ""
+        extra = f", {self.num_draws} replicates" if self.num_draws else ""
         return (
             f"FisherResult({_KIND_LABELS[self.kind]}{extra}; {self.model_name} at {point}; "
             f"{self.coordinates} coordinates, d={self.dim}, rank={self.rank} "
@@ -179,11 +200,13 @@ def _short(value: np.ndarray) -> str:
 
 @dataclass(frozen=True)
 class FisherSetup:
-    """A validated request for Fisher matrices, shared by the point, scan and KL functions.
+    """A `FisherRequest` checked against its model and point, shared by the point, scan and
+    KL functions.
 
     Attributes: model (as given: the owner of the compiled programs, `compiled`), observation
-    (its observation model), coordinates, values (the point), theta (its coordinates, (d,)),
-    arrays (`FisherArrays` without quadrature nodes), kind, num_samples.
+    (its observation model), coordinates (the request's system, built for the model), values
+    (the point), theta (its coordinates, (d,)), arrays (`FisherArrays` without quadrature
+    nodes), request (the `FisherRequest`; `kind`, `num_draws` and `rank_tol` read it).
     """
 
     model: ModelSpec | Problem
@@ -192,24 +215,37 @@ class FisherSetup:
     values: dict[str, np.ndarray]
     theta: np.ndarray
     arrays: FisherArrays
-    kind: str
-    num_samples: int | None
+    request: FisherRequest
+
+    @property
+    def kind(self) -> str:
+        return self.request.kind
+
+    @property
+    def num_draws(self) -> int | None:
+        return self.request.num_draws
+
+    @property
+    def rank_tol(self) -> float:
+        return self.request.rank_tol
 
     def compiled(self, name: str, build: Callable[[], Callable], *settings: Any) -> Callable:
         """`jax.jit(build())`, built once per observation model, coordinate system, kind,
-        num_samples and further `settings`, and kept with the model (`slt.compile_cache`,
+        num_draws and further `settings`, and kept with the model (`slt.compile_cache`,
         under `name`): dropping the model releases it. `build` returns a pure function of
         arrays that closes over the observation model and coordinates, never over `model`
         itself or its data; jit compiles it once per argument shapes.
         """
         signature = (name, self.observation, self.coordinates.system, self.kind,
-                     self.num_samples, *settings)
+                     self.num_draws, *settings)
         program, _ = compiled_for(self.model, signature, lambda: jax.jit(build()))
         return program
 
-    def with_nodes(self, thetas: np.ndarray) -> FisherArrays:
-        """The arrays, with quadrature nodes covering every row of `thetas` where needed."""
-        if self.kind != "exact" or self.observation.family != "normal_mixture":
+    def with_nodes(self, thetas: np.ndarray, *, exact: bool = False) -> FisherArrays:
+        """The arrays, with quadrature nodes covering every row of `thetas` where the exact
+        mixture Fisher needs them (or, with `exact`, the exact KL of a mixture whatever the
+        kind)."""
+        if not (exact or self.kind == "exact") or self.observation.family != "normal_mixture":
             return self.arrays
         extent = self.compiled(
             "mixture_extent", lambda: jax.vmap(mixture_extent(self.observation, self.coordinates))
@@ -220,7 +256,8 @@ class FisherSetup:
 
 def gauss_hermite_inputs(num_nodes: int = 40) -> tuple[np.ndarray, np.ndarray]:
     """Nodes (num_nodes, 1) and weights (summing to 1) for E over x ~ N(0, 1): as `x` and
-    `x_weights`, they make the Fisher of a one-input model the population one.
+    `x_weights` of a `FisherRequest`, they make the Fisher of a one-input model the
+    population one.
 
     The rule is exact for polynomials in x of degree 2 num_nodes - 1 (79 by default) and
     accurate for smooth integrands, such as the Fisher of a tanh network.
@@ -230,30 +267,27 @@ def gauss_hermite_inputs(num_nodes: int = 40) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _input_weights(x_weights: Any, n: int) -> np.ndarray:
+    """The request's x_weights (checked by `FisherRequest`) normalised, once their number is
+    known to match the n inputs (a Problem's inputs are only known here)."""
     if x_weights is None:
         return np.full(n, 1.0 / n)
     weights = np.asarray(x_weights, dtype=np.float64)
-    if weights.shape != (n,) or not np.all(np.isfinite(weights)) or np.any(weights < 0):
-        raise ValueError(f"x_weights must be {n} finite non-negative numbers, got {weights!r}")
-    if not weights.sum() > 0:
-        raise ValueError("x_weights sum to 0")
+    if weights.shape != (n,):
+        raise InputError(f"x_weights must be {n} numbers, one per input x, got shape "
+                         f"{weights.shape}")
     return weights / weights.sum()
 
 
-def _check_kind(kind, observation: ObservationModel, num_samples, key) -> int | None:
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+def _check_kind(request: FisherRequest, observation: ObservationModel, key) -> None:
+    """What the request's kind needs from this model and from the key."""
+    kind = request.kind
     if kind == "monte_carlo":
         if key is None:
-            raise ValueError("kind='monte_carlo' needs a PRNG key: key=jax.random.key(0)")
+            raise InputError("kind='monte_carlo' needs a PRNG key: key=jax.random.key(0)")
         require_key(key)
-        if isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)):
-            raise ValueError(f"kind='monte_carlo' needs num_samples >= 2, got {num_samples!r}")
-        if num_samples < 2:
-            raise ValueError(f"num_samples must be >= 2 (for a standard error), got {num_samples}")
-        return int(num_samples)
-    if num_samples is not None or key is not None:
-        raise ValueError(f"num_samples and key are for kind='monte_carlo', not {kind!r}")
+        return
+    if key is not None:
+        raise InputError(f"key is for kind='monte_carlo', not {kind!r}")
     if kind == "exact" and observation.family == "other":
         raise ValueError(
             f"{observation.spec.name}: no exact Fisher for {observation.distribution_name} "
@@ -267,55 +301,49 @@ def _check_kind(kind, observation: ObservationModel, num_samples, key) -> int | 
                 f"{observation.spec.name}: the exact mixture Fisher is a quadrature over a scalar"
                 " observation y; for vector observations use kind='monte_carlo'"
             )
-    return None
 
 
 def prepare(
     model: ModelSpec | Problem,
     params: Mapping[str, Any],
     *,
-    kind: str = "exact",
-    x: Any = None,
-    x_weights: Any = None,
-    data: Mapping[str, Any] | None = None,
-    num_samples: int | None = None,
     key: jax.Array | None = None,
-    coordinates: str = "natural",
+    request: FisherRequest = FisherRequest(),
 ) -> FisherSetup:
-    """Validate a Fisher request (arguments as in `fisher_information`) into a `FisherSetup`.
+    """Check a `FisherRequest` against the model and the point: a `FisherSetup`.
 
-    Call it inside `jax.enable_x64(True)`.
+    The request's own fields are checked when it is built; here what depends on the model
+    (its inputs, its observations, an exact formula) and the key (kind="monte_carlo" needs
+    one, the other kinds take none). Call it inside `jax.enable_x64(True)`.
     """
+    kind, x, data = request.kind, request.x, request.data
     model = resolve_model(model, params, x=x, data=data if kind == "empirical" else None)
     observation, values = observation_model(model, params)
-    num_samples = _check_kind(kind, observation, num_samples, key)
+    _check_kind(request, observation, key)
     if isinstance(model, Problem):  # its data are the default inputs, or the empirical data
         if kind == "empirical" and data is None:
             data = model.data
         elif kind != "empirical" and x is None and observation.input_name is not None:
             x = model.data[observation.input_name]
     if kind == "empirical":
-        if data is None or not isinstance(data, Mapping):
-            raise ValueError("kind='empirical' needs data={'x': ..., 'y': ...} (or {'y': ...})")
-        if x is not None or x_weights is not None:
-            raise ValueError("kind='empirical' takes its inputs from data; leave x=None")
+        if data is None:
+            raise InputError("kind='empirical' needs data={'x': ..., 'y': ...} (or {'y': ...}) "
+                             "in the FisherRequest")
         inputs = observation.check_inputs(data.get(observation.input_name))
         outputs = observation.check_outputs(
             data.get(observation.output_name), None if inputs is None else inputs.shape[0]
         )
     else:
-        if data is not None:
-            raise ValueError(f"data is for kind='empirical'; kind={kind!r} uses x (inputs) only")
         inputs, outputs = observation.check_inputs(x), None
-    if x_weights is not None and inputs is None:
-        raise ValueError("x_weights weight the inputs x; this model has none")
-    weights = _input_weights(x_weights, 1 if inputs is None else inputs.shape[0])
-    coords = observation.coordinates(coordinates)
+    if request.x_weights is not None and inputs is None:
+        raise InputError("x_weights weight the inputs x; this model has none")
+    weights = _input_weights(request.x_weights, 1 if inputs is None else inputs.shape[0])
+    coords = observation.coordinates(request.coordinates)
     theta = coords.theta_at(values)
     if not np.all(np.isfinite(theta)):
         raise ValueError(
             f"{observation.spec.name}: the point is on the boundary of the support, at infinity in "
-            f"{coordinates} coordinates: {dict(zip(coords.names, theta, strict=True))}; "
+            f"{request.coordinates} coordinates: {dict(zip(coords.names, theta, strict=True))}; "
             "use coordinates='natural'"
         )
     arrays = FisherArrays(
@@ -324,51 +352,38 @@ def prepare(
         outputs=None if outputs is None else jnp.asarray(outputs),
         key=key,
     )
-    return FisherSetup(model, observation, coords, values, theta, arrays, kind, num_samples)
+    return FisherSetup(model, observation, coords, values, theta, arrays, request)
 
 
-def fisher_information(  # 11 user parameters (Args), flat for help()
+def fisher_information(
     model: ModelSpec | Problem,
     params: Mapping[str, Any],
     *,
-    kind: str = "exact",
-    x: Any = None,
-    x_weights: Any = None,
-    data: Mapping[str, Any] | None = None,
-    num_samples: int | None = None,
     key: jax.Array | None = None,
-    coordinates: str = "natural",
-    rank_tol: float = DEFAULT_RANK_TOL,
+    request: FisherRequest = FisherRequest(),
     chunk_size: int | None = None,
 ) -> FisherResult:
     """The Fisher information matrix of `model` at `params`, with its spectrum.
 
-    I(theta) = E_x E_{y ~ p(y|x,theta)}[grad log p grad log p^T]; see the module docstring
-    and `slt.geometry.kernels` for how each kind computes it. Always float64.
+    I(theta) = E_x E_{y ~ p(y|x,theta)}[grad log p grad log p^T]; `request` says which
+    estimator, over which inputs, in which coordinates (`FisherRequest`; see the module
+    docstring and `slt.geometry.kernels` for how each kind computes it). Always float64.
 
     Args:
       model: a `Problem` built from a NumPyro model (its data's inputs x are the default
-        `x`, and its data the default `data` of kind="empirical"), a `Problem.from_predict`
-        of a network trained elsewhere, a NumPyro model function `model(x, y=None)` with
-        its inputs `x=` (`slt.geometry.observation.resolve_model`), or a `ModelSpec` from
-        `slt.models`.
+        `request.x`, and its data the default `request.data` of kind="empirical"), a
+        `Problem.from_predict` of a network trained elsewhere, a NumPyro model function
+        `model(x, y=None)` with its inputs in `request.x`
+        (`slt.geometry.observation.resolve_model`), or a `ModelSpec` from `slt.models`.
       params: {site: constrained value} for every site, e.g. {"pi": 0.5, "mu": 1.0,
         "sigma": 1.0} (for a Problem: `fit.values`, or `problem.constrain(params)`), not the
         Problem's unconstrained parameters; boundary points such as pi = 0 are allowed in
         natural coordinates. For a `from_predict` Problem: the network's parameter pytree.
-      kind: "exact" (default), "monte_carlo" or "empirical".
-      x: inputs (n, ...) of a regression model, over which I is averaged (required for
-        regression models given as a ModelSpec, refused for density models). Not used by
-        "empirical".
-      x_weights: optional weights of the inputs (normalised to sum 1), e.g. Gauss-Hermite
-        weights so that the average is the population expectation
-        (`gauss_hermite_inputs`); default uniform.
-      data: {"x": ..., "y": ...} (or {"y": ...}) for kind="empirical".
-      num_samples, key: replicates (>= 2) and PRNG key for kind="monte_carlo"; each
-        replicate draws one y for every input.
-      coordinates: "natural" (the site values themselves, default) or "unconstrained" (the
-        coordinates of `slt.Problem`); see `slt.geometry.coordinates`.
-      rank_tol: relative tolerance of the numerical rank (`slt.geometry.spectrum`).
+      key: the PRNG key of kind="monte_carlo" (each of its `num_draws` replicates draws one
+        y for every input); the other kinds take none.
+      request: what to compute (`FisherRequest`): kind, x, x_weights, data, num_draws,
+        coordinates, rank_tol; default: the exact Fisher over a Problem's own inputs, in
+        natural coordinates.
       chunk_size: inputs per chunk of the exact and empirical sums (default: 32 MiB of
         Jacobian per chunk).
 
@@ -376,10 +391,11 @@ def fisher_information(  # 11 user parameters (Args), flat for help()
       A `FisherResult`.
 
     Raises:
-      ValueError: unknown or missing sites, non-finite or out-of-support params, an unknown
-        kind or coordinate system, x missing (regression) or given (density model), no
-        exact formula for the model, missing num_samples / key / data, a key that is not a
-        PRNG key, chunk_size not an integer >= 1 (InputError, a ValueError).
+      ValueError: unknown or missing sites, non-finite or out-of-support params, x missing
+        (regression) or given (density model), no exact formula for the model, a missing or
+        given key, a key that is not a PRNG key, empirical data missing, chunk_size not an
+        integer >= 1 (InputError, a ValueError); what `FisherRequest` refuses is refused
+        when the request is built.
       FloatingPointError: the matrix is not finite at the point (inputs so large that the
         model's outputs overflow).
 
@@ -388,27 +404,27 @@ def fisher_information(  # 11 user parameters (Args), flat for help()
       >>> fisher = fisher_information(spec, {"pi": 0.5, "mu": 0.0, "sigma": 1.0})
       >>> fisher.rank          # of d = 3: pi is unidentifiable when both components are N(0, 1)
       2
+      >>> unconstrained = FisherRequest(coordinates="unconstrained")   # (logit pi, mu, log sigma)
+      >>> fisher_information(spec, {"pi": 0.5, "mu": 0.0, "sigma": 1.0},
+      ...                    request=unconstrained).names
+      ('pi', 'mu', 'sigma')
     """
-    rank_tol = check_rank_tol(rank_tol)
     if chunk_size is not None:
         chunk_size = require_int("chunk_size", chunk_size, minimum=1)
     with jax.enable_x64(True):
-        setup = prepare(
-            model, params, kind=kind, x=x, x_weights=x_weights, data=data,
-            num_samples=num_samples, key=key, coordinates=coordinates,
-        )
+        setup = prepare(model, params, key=key, request=request)
         arrays = setup.with_nodes(setup.theta[None])
         fisher = setup.compiled(
             "fisher",
-            lambda: fisher_function(kind, setup.observation, setup.coordinates,
-                                    num_samples=setup.num_samples, chunk_size=chunk_size),
+            lambda: fisher_function(setup.kind, setup.observation, setup.coordinates,
+                                    num_draws=setup.num_draws, chunk_size=chunk_size),
             chunk_size,
         )
-        matrix, standard_error = (np.asarray(a) for a in fisher(jnp.asarray(setup.theta), arrays))
-    return result_from_matrix(setup, matrix, standard_error, rank_tol)
+        matrix, std_error = (np.asarray(a) for a in fisher(jnp.asarray(setup.theta), arrays))
+    return result_from_matrix(setup, matrix, std_error)
 
 
-def result_from_matrix(setup: FisherSetup, matrix, standard_error, rank_tol) -> FisherResult:
+def result_from_matrix(setup: FisherSetup, matrix, std_error) -> FisherResult:
     """Wrap a computed matrix of `setup` in a `FisherResult` (eigendecomposition on the host)."""
     matrix = 0.5 * (matrix + matrix.T)
     if not np.all(np.isfinite(matrix)):
@@ -416,6 +432,7 @@ def result_from_matrix(setup: FisherSetup, matrix, standard_error, rank_tol) -> 
             f"{setup.observation.spec.name}: the Fisher matrix is not finite at {setup.values}"
         )
     eigenvalues = np.linalg.eigvalsh(matrix)
+    rank_tol = setup.rank_tol
     summary = {k: np.asarray(v).item() for k, v in spectrum_summary(eigenvalues, rank_tol).items()}
     inputs = setup.arrays.inputs if setup.kind != "empirical" else setup.arrays.outputs
     return FisherResult(
@@ -431,7 +448,7 @@ def result_from_matrix(setup: FisherSetup, matrix, standard_error, rank_tol) -> 
         names=setup.coordinates.names,
         point=setup.values,
         model_name=setup.observation.spec.name,
-        standard_error=standard_error if setup.kind == "monte_carlo" else None,
-        num_samples=setup.num_samples,
+        std_error=std_error if setup.kind == "monte_carlo" else None,
+        num_draws=setup.num_draws,
         num_inputs=None if not setup.observation.has_inputs else int(inputs.shape[0]),
     )

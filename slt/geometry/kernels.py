@@ -228,12 +228,14 @@ def quadrature_grid(extents) -> tuple[np.ndarray, np.ndarray]:
     if not s > 0:
         raise ValueError("a mixture component has zero scale: its density is not defined")
     step = min(s / _STEPS_PER_SD, s * s / (2.0 * max(float(spread.max()), 1e-300)))
-    count = int(np.ceil((upper.max() - lower.min()) / step)) + 1
-    if count > _MAX_NODES:
+    width = float(upper.max() - lower.min())
+    steps = width / step if step > 0 else np.inf  # inf (or nan) where the extent overflows
+    if not np.ceil(steps) + 1 <= _MAX_NODES:
         raise ValueError(
-            f"quadrature over y would need {count} nodes (component scale {s:.3g} against a "
-            f"spread of {upper.max() - lower.min():.3g}); use kind='monte_carlo'"
+            f"quadrature over y would need {np.ceil(steps) + 1:.3g} nodes (component scale "
+            f"{s:.3g} against a spread of {width:.3g}); use kind='monte_carlo'"
         )
+    count = int(np.ceil(steps)) + 1
     nodes = lower.min() + step * np.arange(count)
     padded = -(-count // _NODE_MULTIPLE) * _NODE_MULTIPLE
     weights = np.concatenate([np.full(count, step), np.zeros(padded - count)])
@@ -267,13 +269,13 @@ def _quadrature_fisher(observation, coordinates, theta, arrays):
     return jnp.einsum("ji,j,jk->ik", scores, density, scores)
 
 
-def _monte_carlo_fisher(observation, coordinates, num_samples, theta, arrays):
+def _monte_carlo_fisher(observation, coordinates, num_draws, theta, arrays):
     rows = _score_rows(observation, coordinates)
     inputs, weights = arrays.inputs, arrays.weights
-    block = int(max(1, min(num_samples, _JACOBIAN_BUDGET // (weights.shape[0] * theta.shape[0]))))
-    num_blocks = -(-num_samples // block)
+    block = int(max(1, min(num_draws, _JACOBIAN_BUDGET // (weights.shape[0] * theta.shape[0]))))
+    num_blocks = -(-num_draws // block)
     keys = jax.random.split(arrays.key, num_blocks * block).reshape(num_blocks, block)
-    counted = (jnp.arange(num_blocks * block) < num_samples).reshape(num_blocks, block)
+    counted = (jnp.arange(num_blocks * block) < num_draws).reshape(num_blocks, block)
     values = jax.lax.stop_gradient(coordinates.to_values(theta))
 
     def replicate(k):
@@ -291,9 +293,9 @@ def _monte_carlo_fisher(observation, coordinates, num_samples, theta, arrays):
 
     zeros = jnp.zeros_like(shift)
     (total, squares), _ = jax.lax.scan(step, (zeros, zeros), (keys, counted))
-    mean = total / num_samples
-    variance = (squares / num_samples - mean**2) * num_samples / (num_samples - 1)
-    return shift + mean, jnp.sqrt(jnp.maximum(variance, 0.0) / num_samples)
+    mean = total / num_draws
+    variance = (squares / num_draws - mean**2) * num_draws / (num_draws - 1)
+    return shift + mean, jnp.sqrt(jnp.maximum(variance, 0.0) / num_draws)
 
 
 def fisher_function(
@@ -301,7 +303,7 @@ def fisher_function(
     observation: ObservationModel,
     coordinates: Coordinates,
     *,
-    num_samples: int | None = None,
+    num_draws: int | None = None,
     chunk_size: int | None = None,
 ) -> Callable[[jax.Array, FisherArrays], tuple[jax.Array, jax.Array]]:
     """`fisher(theta, arrays) -> (I, se)` for one estimator; inputs are validated by the caller.
@@ -312,12 +314,12 @@ def fisher_function(
     Args:
       kind: "exact", "monte_carlo" or "empirical" (module docstring).
       observation, coordinates: the model and the coordinate system.
-      num_samples: replicates R for "monte_carlo" (R >= 2).
+      num_draws: replicates R for "monte_carlo" (R >= 2).
       chunk_size: examples per chunk (default: a 32 MiB Jacobian budget).
     """
     d = coordinates.dim
     if kind == "monte_carlo":
-        return partial(_monte_carlo_fisher, observation, coordinates, num_samples)
+        return partial(_monte_carlo_fisher, observation, coordinates, num_draws)
     if kind == "empirical":
         rows = _score_rows(observation, coordinates)
 

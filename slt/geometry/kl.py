@@ -32,6 +32,7 @@ from slt.geometry.observation import (
     safe_log_prob,
     unwrap,
 )
+from slt.geometry.request import FisherRequest
 from slt.models.base import ModelSpec
 from slt.problem import Problem
 
@@ -131,8 +132,9 @@ def kl_divergence(
                 f"{observation.distribution_name} observations (it needs Gaussian noise, an "
                 "exponential family or a scalar mixture of normals)"
             )
-        first = prepare(model, w0, x=x, x_weights=x_weights)
-        second = prepare(model, w1, x=x, x_weights=x_weights)
+        request = FisherRequest(x=x, x_weights=x_weights)
+        first = prepare(model, w0, request=request)
+        second = prepare(model, w1, request=request)
         if first.observation != second.observation:
             raise ValueError("w0 and w1 must have the same sites and shapes")
         arrays = first.with_nodes(np.stack([first.theta, second.theta]))

@@ -42,7 +42,7 @@ from slt.geometry.coordinates import Coordinates
 from slt.geometry.fisher import FisherSetup, prepare
 from slt.geometry.kernels import whitened_outputs
 from slt.geometry.observation import WHITENED_FAMILIES, ObservationModel
-from slt.geometry.spectrum import DEFAULT_RANK_TOL, check_rank_tol
+from slt.geometry.request import FisherRequest
 from slt.models.base import ModelSpec
 from slt.problem import Problem
 from slt.results import Persistable
@@ -140,15 +140,15 @@ def fisher_vector_product(
     model: ModelSpec | Problem,
     params: Mapping[str, Any],
     *,
-    x: Any = None,
-    x_weights: Any = None,
-    coordinates: str = "natural",
+    request: FisherRequest = FisherRequest(),
 ) -> Callable[[Any], np.ndarray]:
     """v -> I(theta) v for a Gaussian-noise or exponential-family model, by one JVP and one
     VJP (GGN form).
 
     Args:
-      model, params, x, x_weights, coordinates: as in `fisher_information` (exact kind).
+      model, params: as in `fisher_information`.
+      request: the inputs x, their weights and the coordinates (`FisherRequest`); its kind
+        must be "exact".
 
     Returns:
       A function of a vector v (d,) returning I v (d,) as float64 numpy. Each call runs one
@@ -159,16 +159,16 @@ def fisher_vector_product(
       >>> spec = slt.models.two_layer_network(1, 2, 1, activation="relu")      # d = 7
       >>> values = {"V": jnp.array([[1.0], [-1.0]]), "b": jnp.array([0.5, 0.5]),
       ...           "U": jnp.array([[1.0, 2.0]]), "c": jnp.array([0.0])}
-      >>> x = jnp.linspace(-2.0, 2.0, 9)[:, None]
-      >>> fvp = fisher_vector_product(spec, values, x=x)
+      >>> request = FisherRequest(x=jnp.linspace(-2.0, 2.0, 9)[:, None])
+      >>> fvp = fisher_vector_product(spec, values, request=request)
       >>> fvp(np.ones(spec.dim)).round(4)
       array([ 3.0556, -2.2222,  2.7778,  3.1111,  4.4444,  1.8889,  3.7778])
-      >>> fisher = slt.fisher_information(spec, values, x=x)      # the d x d matrix, for once
+      >>> fisher = slt.fisher_information(spec, values, request=request)  # d x d, for once
       >>> bool(np.allclose(fvp(np.ones(spec.dim)), fisher.matrix @ np.ones(spec.dim)))
       True
     """
     with jax.enable_x64(True):
-        setup = prepare_matrix_free(model, params, x, x_weights, coordinates)
+        setup = prepare_matrix_free(model, params, request)
         product = compiled_operator(setup, "fisher_vector_product",
                                     lambda operator, theta, v: operator.fisher(v))
         theta, arrays = jnp.asarray(setup.theta), setup.arrays
@@ -183,9 +183,15 @@ def fisher_vector_product(
     return apply
 
 
-def prepare_matrix_free(model, params, x, x_weights, coordinates) -> FisherSetup:
-    """`prepare` (exact kind) for a model the matrix-free functions cover, else ValueError."""
-    setup = prepare(model, params, x=x, x_weights=x_weights, coordinates=coordinates)
+def prepare_matrix_free(model, params, request: FisherRequest) -> FisherSetup:
+    """`prepare` the exact kind for a model the matrix-free functions cover, else InputError
+    (another kind) or ValueError (another model)."""
+    if request.kind != "exact":
+        raise InputError(
+            f"the matrix-free functions compute the exact Fisher: request.kind must be 'exact', "
+            f"got {request.kind!r} (use fisher_information for the other kinds)"
+        )
+    setup = prepare(model, params, request=request)
     fisher_operator(setup.observation, setup.coordinates)  # refuses what it cannot do
     return setup
 
@@ -372,12 +378,9 @@ def fisher_spectrum(
     model: ModelSpec | Problem,
     params: Mapping[str, Any],
     *,
-    x: Any = None,
     key: jax.Array,
+    request: FisherRequest = FisherRequest(),
     num_steps: int = 100,
-    x_weights: Any = None,
-    coordinates: str = "natural",
-    rank_tol: float = DEFAULT_RANK_TOL,
 ) -> LanczosSpectrum:
     """Top and bottom of the Fisher spectrum and its numerical rank, matrix-free (Lanczos).
 
@@ -387,11 +390,12 @@ def fisher_spectrum(
     number of distinct nonzero eigenvalues (see the module docstring), e.g. rank + 1 steps.
 
     Args:
-      model, params, x, x_weights, coordinates: as in `fisher_information` (Gaussian-noise
-        and exponential-family observations; a Problem's inputs are the default x).
+      model, params: as in `fisher_information` (Gaussian-noise and exponential-family
+        observations; a Problem's inputs are the default x).
       key: PRNG key for the Lanczos start vector.
+      request: the inputs x, their weights, the coordinates and the rank tolerance
+        (`FisherRequest`); its kind must be "exact".
       num_steps: Lanczos steps k (clipped to d).
-      rank_tol: relative tolerance of the rank.
 
     Returns:
       A `LanczosSpectrum`.
@@ -400,18 +404,19 @@ def fisher_spectrum(
       >>> spec = slt.models.two_layer_network(1, 2, 1, activation="relu")      # d = 7
       >>> values = {"V": jnp.array([[1.0], [-1.0]]), "b": jnp.array([0.5, 0.5]),
       ...           "U": jnp.array([[1.0, 2.0]]), "c": jnp.array([0.0])}
-      >>> x = jnp.linspace(-2.0, 2.0, 9)[:, None]
-      >>> spectrum = fisher_spectrum(spec, values, x=x, key=jax.random.key(0), num_steps=7)
+      >>> request = FisherRequest(x=jnp.linspace(-2.0, 2.0, 9)[:, None])
+      >>> spectrum = fisher_spectrum(spec, values, key=jax.random.key(0), request=request,
+      ...                            num_steps=7)
       >>> spectrum.rank, spectrum.top(3).round(4)   # two null directions: the ReLU rescalings
       (5, array([7.1506, 3.1823, 0.5669]))
     """
-    rank_tol = check_rank_tol(rank_tol)
     num_steps = require_int("num_steps", num_steps, minimum=1)
     if key is None:
-        raise ValueError("fisher_spectrum needs a PRNG key: key=jax.random.key(0)")
+        raise InputError("fisher_spectrum needs a PRNG key: key=jax.random.key(0)")
     require_key(key)
+    rank_tol = request.rank_tol
     with jax.enable_x64(True):
-        setup = prepare_matrix_free(model, params, x, x_weights, coordinates)
+        setup = prepare_matrix_free(model, params, request)
         dim = setup.coordinates.dim
         steps = int(min(num_steps, dim))
         run = compiled_operator(

@@ -262,7 +262,7 @@ def as_model_spec(model: ModelSpec | Problem) -> ModelSpec:
 def _described(model: ModelSpec | Problem) -> _Described:
     if not isinstance(model, (ModelSpec, Problem)):
         raise InputError(
-            "model must be a Problem, a NumPyro model function (with its inputs x=) or a "
+            "model must be a Problem, a NumPyro model function (with its inputs x) or a "
             f"ModelSpec from slt.models, got {type(model).__name__}"
         )
     if isinstance(model, Problem) and model.model is None and model.prediction is None:
@@ -322,9 +322,9 @@ def resolve_model(model: Any, params: Any, *, x: Any = None,
         return Problem(model, data)
     if x is None:
         raise InputError(
-            f"a NumPyro model function ({name}) needs its inputs: x=... (or data={{...}} for "
-            "kind='empirical'); for a density model without inputs build a "
-            "Problem(model, data)"
+            f"a NumPyro model function ({name}) needs its inputs: x=... (FisherRequest(x=...) "
+            "for the Fisher functions; or data={...} for kind='empirical'); for a density model "
+            "without inputs build a Problem(model, data)"
         )
     arguments = list(inspect.signature(model).parameters)
     inputs = jnp.asarray(np.asarray(x, dtype=np.float64))
@@ -467,7 +467,7 @@ def _abstract_trace(spec: ModelSpec, values: dict[str, np.ndarray]) -> tuple[dic
                 f"{spec.name}: its simulator failed at these params "
                 f"({type(error).__name__}: {str(error).splitlines()[0]}); geometry reads only "
                 "the data's shapes from it: pass a Problem(model, data) or the model function "
-                "with x= instead of a ModelSpec"
+                "with its inputs x instead of a ModelSpec"
             ) from None
 
     def trace_abstractly(values):

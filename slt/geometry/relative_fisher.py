@@ -64,7 +64,7 @@ References:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -72,7 +72,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slt.validation import require_int
+from slt.validation import InputError, require_int
 
 __all__ = [
     "ACTIVATIONS",
@@ -406,10 +406,7 @@ def softmax_layer_fisher(W: Any, b: Any, x: Any) -> jax.Array:
 
 
 def two_layer_fisher(
-    V: Any,
-    b: Any,
-    U: Any,
-    c: Any,
+    params: Mapping[str, Any],
     x: Any,
     *,
     hidden: str | Callable = "tanh",
@@ -427,8 +424,9 @@ def two_layer_fisher(
     of `fisher_information(...)` exactly.
 
     Args:
-      V: first-layer weights (h, D_x); b: its biases (h,).
-      U: second-layer weights (m, h); c: its biases (m,).
+      params: the network's weights, named as the sites of `slt.models.two_layer_network`
+        (the point `fisher_information` takes): "V" first-layer weights (h, D_x), "b" its
+        biases (h,), "U" second-layer weights (m, h), "c" its biases (m,).
       x: inputs (n, D_x).
       hidden: the hidden activation f (a name in `ACTIVATIONS` or a callable).
       output: the output neuron's response model ("identity" for Gaussian regression,
@@ -442,13 +440,20 @@ def two_layer_fisher(
 
     Example:
       >>> x = jnp.array([[0.0, 1.0], [1.0, 0.0], [1.0, 1.0], [2.0, -1.0]])
-      >>> V, b = jnp.array([[1.0, 0.0], [-1.0, 1.0]]), jnp.zeros(2)
-      >>> U, c = jnp.array([[1.0, 0.0]]), jnp.zeros(1)      # unit 2 has no outgoing weight
-      >>> fisher = two_layer_fisher(V, b, U, c, x, hidden="tanh", output="identity",
+      >>> params = {"V": jnp.array([[1.0, 0.0], [-1.0, 1.0]]), "b": jnp.zeros(2),
+      ...           "U": jnp.array([[1.0, 0.0]]), "c": jnp.zeros(1)}  # unit 2: no outgoing weight
+      >>> fisher = two_layer_fisher(params, x, hidden="tanh", output="identity",
       ...                           noise_scale=0.5)
       >>> fisher.shape, int(jnp.linalg.matrix_rank(fisher))  # unit 2's block vanishes
       ((6, 6), 3)
     """
+    missing = sorted({"V", "b", "U", "c"} - set(params)) if isinstance(params, Mapping) else None
+    if missing is None or missing:
+        raise InputError(
+            "two_layer_fisher: params must be a dict with the weights 'V', 'b', 'U' and 'c'"
+            + (f"; missing {missing}" if missing else f", got {type(params).__name__}")
+        )
+    V, b, U, c = (params[name] for name in ("V", "b", "U", "c"))
     augmented = _augmented(x)
     V, b = _layer_parameters(V, b, augmented.shape[1] - 1, "two_layer_fisher (V, b)")
     U, c = _layer_parameters(U, c, V.shape[0], "two_layer_fisher (U, c)")

@@ -35,7 +35,6 @@ under a reparametrisation), its zero set and the rank do not.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,13 +52,22 @@ from slt.geometry.coordinates import in_support
 from slt.geometry.fisher import FisherSetup, prepare
 from slt.geometry.kernels import fisher_function
 from slt.geometry.kl import exact_kl_available, kl_function
-from slt.geometry.spectrum import DEFAULT_RANK_TOL, check_rank_tol, spectrum_summary
+from slt.geometry.request import FisherRequest
+from slt.geometry.spectrum import spectrum_summary
 from slt.models.base import ModelSpec
 from slt.problem import Problem
 from slt.results import Persistable
 from slt.validation import InputError, require_int
 
-__all__ = ["FisherScan", "Plane", "check_grid", "coordinate_plane", "fisher_scan", "scan_plane"]
+__all__ = [
+    "FisherScan",
+    "Plane",
+    "PointSummary",
+    "check_grid",
+    "coordinate_plane",
+    "fisher_scan",
+    "scan_plane",
+]
 
 DEFAULT_CHUNK_SIZE = 1024  # grid points per compiled call (one progress-bar step)
 
@@ -236,7 +244,8 @@ def _loss(setup: FisherSetup, points: np.ndarray):
     observation, coordinates = setup.observation, setup.coordinates
     if setup.kind == "empirical" or isinstance(setup.model, Problem):
         observed = setup if setup.kind == "empirical" else prepare(
-            setup.model, setup.values, kind="empirical", coordinates=coordinates.system
+            setup.model, setup.values,
+            request=FisherRequest(kind="empirical", coordinates=coordinates.system),
         )
 
         def nll(theta, base, arrays):
@@ -247,14 +256,15 @@ def _loss(setup: FisherSetup, points: np.ndarray):
     if not exact_kl_available(observation):
         return None, None, None
     kl = kl_function(observation, coordinates)
-    arrays = dataclasses.replace(setup, kind="exact").with_nodes(points)
+    arrays = setup.with_nodes(points, exact=True)
     return "kl", lambda theta, base, arrays: kl(base, theta, arrays), arrays
 
 
-def dense_point(setup: FisherSetup, rank_tol: float):
+def dense_point(setup: FisherSetup):
     """summary(theta, arrays, key) -> the spectrum summary and trace of the d x d Fisher."""
     fisher = fisher_function(setup.kind, setup.observation, setup.coordinates,
-                             num_samples=setup.num_samples)
+                             num_draws=setup.num_draws)
+    rank_tol = setup.rank_tol
 
     def summary(theta, arrays, key):
         matrix = fisher(theta, arrays)[0]
@@ -310,28 +320,38 @@ def _in_chunks(summarize, total: int, chunk: int, progress: bool) -> dict[str, n
     return results
 
 
+class PointSummary(NamedTuple):
+    """How `scan_plane` summarises one point of a plane.
+
+    build: () -> summary(theta, arrays, key) -> dict of per-point values (`dense_point`, or
+      the matrix-free summary of `slt.geometry.slices`); settings: what it depends on besides
+      the setup (they key its compiled program); method: its name ("dense" or "matrix_free");
+      key: the PRNG key it is given at every point (None: it needs none).
+    """
+
+    build: Callable[[], Callable]
+    settings: tuple
+    method: str = "dense"
+    key: jax.Array | None = None
+
+
 def scan_plane(  # the one runner of `fisher_scan` and `fisher_slice`
     setup: FisherSetup,
     plane: Plane,
     names: Sequence[str],
     centers: np.ndarray,
+    point: PointSummary,
     *,
-    point: Callable[[], Callable],
-    settings: tuple,
-    key: jax.Array | None,
-    rank_tol: float,
     chunk_size: int,
     progress: bool,
-    method: str = "dense",
     direction_kinds: tuple[str, ...] | None = None,
 ) -> FisherScan:
-    """Compute `point()`'s per-point summary (and the loss) over a plane, in compiled chunks.
+    """Compute `point`'s per-point summary (and the loss) over a plane, in compiled chunks.
 
-    Call it inside `jax.enable_x64(True)`. `point()` builds summary(theta, arrays, key) ->
-    dict (`dense_point`, or a matrix-free one); `settings` are what it depends on besides
-    the setup (they key its compiled program). `centers` are grid values (k,) of the axis
-    lines that bound a mixture's extent (params' own values for a coordinate scan).
-    `direction_kinds` marks a slice: its directions and their kinds and norms are recorded.
+    Call it inside `jax.enable_x64(True)`. `centers` are grid values (k,) of the axis lines
+    that bound a mixture's extent (params' own values for a coordinate scan). The rank
+    tolerance is the setup's request's. `direction_kinds` marks a slice: its directions and
+    their kinds and norms are recorded.
     """
     _check_in_support(setup, plane, names)
     points = _extent_points(plane, centers)
@@ -339,15 +359,16 @@ def scan_plane(  # the one runner of `fisher_scan` and `fisher_slice`
     loss_kind, loss, loss_arrays = _loss(setup, points)
     shape = tuple(g.size for g in plane.grids)
     total = int(np.prod(shape))
+    method, rank_tol = point.method, setup.rank_tol
     # one program per scan structure: a new point, new directions or grid values reuse it
     summarize = setup.compiled(
-        "fisher_scan", lambda: _summary_function(point(), loss, shape),
-        method, *settings, loss_kind, shape,
+        "fisher_scan", lambda: _summary_function(point.build(), loss, shape),
+        method, *point.settings, loss_kind, shape,
     )
     on_device = Plane(*(jax.tree.map(jnp.asarray, part) for part in plane))
     start_time = time.perf_counter()
     results = _in_chunks(
-        lambda flat: summarize(flat, on_device, arrays, loss_arrays, key),
+        lambda flat: summarize(flat, on_device, arrays, loss_arrays, point.key),
         total, min(int(chunk_size), total), progress,
     )
     run_time = time.perf_counter() - start_time
@@ -386,19 +407,13 @@ def scan_plane(  # the one runner of `fisher_scan` and `fisher_slice`
     )
 
 
-def fisher_scan(  # 13 user parameters (Args), flat for help(); 29/99 lines docstring
+def fisher_scan(
     model: ModelSpec | Problem,
     params: Mapping[str, Any],
     axes: Mapping[Any, Any],
     *,
-    kind: str = "exact",
-    x: Any = None,
-    x_weights: Any = None,
-    data: Mapping[str, Any] | None = None,
-    num_samples: int | None = None,
     key: jax.Array | None = None,
-    coordinates: str = "natural",
-    rank_tol: float = DEFAULT_RANK_TOL,
+    request: FisherRequest = FisherRequest(),
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     progress: bool = True,
 ) -> FisherScan:
@@ -413,10 +428,10 @@ def fisher_scan(  # 13 user parameters (Args), flat for help(); 29/99 lines docs
         `fisher_information`); the coordinates not scanned stay at their values in `params`.
       axes: {coordinate: 1-D grid} with one or two entries. A coordinate is a scalar site's
         name ("mu"), a coordinate label ("V[1,0]") or (site, index) (("V", (1, 0))).
-        Grid values are in the chosen `coordinates` and must stay in the support.
-      kind, x, x_weights, data, num_samples, key, coordinates, rank_tol: as in
-        `fisher_information`. A Monte Carlo scan uses the same key at every point (common
-        random numbers), which makes its maps smooth.
+        Grid values are in the request's `coordinates` and must stay in the support.
+      key: the PRNG key of kind="monte_carlo". A Monte Carlo scan uses the same key at every
+        point (common random numbers), which makes its maps smooth.
+      request: what to compute at every point (`FisherRequest`, as in `fisher_information`).
       chunk_size: grid points per compiled call; memory grows with it (and, on an
         accelerator, where a chunk is vmapped, speed too).
       progress: show a progress bar (tqdm) advancing between chunks.
@@ -445,17 +460,11 @@ def fisher_scan(  # 13 user parameters (Args), flat for help(); 29/99 lines docs
     The rank is 2 along mu = 0 (pi unidentifiable), 1 at pi = 0 (mu and sigma
     unidentifiable) and 0 where both meet.
     """
-    rank_tol = check_rank_tol(rank_tol)
     chunk_size = require_int("chunk_size", chunk_size, minimum=1)
     with jax.enable_x64(True):
-        setup = prepare(
-            model, params, kind=kind, x=x, x_weights=x_weights, data=data,
-            num_samples=num_samples, key=key, coordinates=coordinates,
-        )
+        setup = prepare(model, params, key=key, request=request)
         indices, names, grids = _grids(axes, setup.coordinates)
         plane = coordinate_plane(setup.theta, indices, grids)
-        return scan_plane(
-            setup, plane, names, setup.theta[indices],
-            point=lambda: dense_point(setup, rank_tol), settings=(rank_tol,), key=None,
-            rank_tol=rank_tol, chunk_size=chunk_size, progress=progress,
-        )
+        point = PointSummary(lambda: dense_point(setup), (setup.rank_tol,))
+        return scan_plane(setup, plane, names, setup.theta[indices], point,
+                          chunk_size=chunk_size, progress=progress)

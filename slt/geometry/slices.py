@@ -23,14 +23,14 @@ Two methods (`method="auto"` picks by d):
 * "dense" (d <= `MATRIX_FREE_DIM`): the d x d Fisher and its eigenvalues at every point, the
   program `fisher_scan` runs (all kinds, all models).
 * "matrix_free" (d > `MATRIX_FREE_DIM`; Gaussian-noise and exponential-family models, exact
-  kind): k = num_steps Lanczos steps on the Fisher-vector product I v = J^T (w * (J v)) (a
-  JVP and a VJP of the whitened outputs, `slt.geometry.matrix_free`) at every point, with
-  the same key at every point (common random numbers: smooth maps). When the whitened
-  outputs are fewer than the parameters (m = examples x rows < d, a big network on few
-  inputs) the steps run on the Fisher's Gram twin G = W^1/2 J J^T W^1/2 (m x m, the same
-  nonzero eigenvalues; `slt.geometry.matrix_free.FisherOperator`) instead, at min(k, m)
-  steps: with k >= m its whole spectrum, hence rank, log pdet and trace (= tr T), exactly,
-  and vectors of length m instead of d. From the Ritz values
+  kind; `MatrixFree(num_steps=k)` sets k): k Lanczos steps on the Fisher-vector product
+  I v = J^T (w * (J v)) (a JVP and a VJP of the whitened outputs, `slt.geometry.matrix_free`)
+  at every point, with the same key at every point (common random numbers: smooth maps).
+  When the whitened outputs are fewer than the parameters (m = examples x rows < d, a big
+  network on few inputs) the steps run on the Fisher's Gram twin G = W^1/2 J J^T W^1/2
+  (m x m, the same nonzero eigenvalues; `slt.geometry.matrix_free.FisherOperator`) instead,
+  at min(k, m) steps: with k >= m its whole spectrum, hence rank, log pdet and trace
+  (= tr T), exactly, and vectors of length m instead of d. From the Ritz values
   r_1 <= ... <= r_k: max_eigenvalue = r_k (the top converges first), rank = #{r_i >
   rank_tol r_k} (a lower bound on the rank, by Cauchy interlacing; exact where
   `rank_is_exact`: the Krylov space was exhausted, or k = the operator's size), log_pdet =
@@ -48,6 +48,7 @@ products and 2.4e7 flops of reorthogonalisation.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import jax
@@ -58,24 +59,27 @@ from slt.geometry.fisher import prepare
 from slt.geometry.kernels import fisher_trace_function
 from slt.geometry.matrix_free import fisher_operator, lanczos, tridiagonal
 from slt.geometry.observation import WHITENED_FAMILIES, observation_model
+from slt.geometry.request import FisherRequest
 from slt.geometry.scan import (
     DEFAULT_CHUNK_SIZE,
     FisherScan,
     Plane,
+    PointSummary,
     check_grid,
     dense_point,
     scan_plane,
 )
-from slt.geometry.spectrum import DEFAULT_RANK_TOL, check_rank_tol, spectrum_summary
+from slt.geometry.spectrum import spectrum_summary
 from slt.models.base import ModelSpec
 from slt.problem import Problem
-from slt.validation import InputError, require_int, require_key, require_one_of
+from slt.validation import InputError, require_instance, require_int, require_key, require_one_of
 
 __all__ = [
     "DEFAULT_NUM_STEPS",
     "MATRIX_FREE_DIM",
     "NORMALIZATIONS",
     "Direction",
+    "MatrixFree",
     "direction_between",
     "fisher_slice",
     "lanczos_point_summary",
@@ -89,6 +93,39 @@ MATRIX_FREE_DIM = 2000  # method="auto" goes matrix-free above this d (module do
 DEFAULT_NUM_STEPS = 30
 NORMALIZATIONS = ("unit", "site", "filter")
 _CHUNK_FLOATS = 2**28  # matrix-free: Lanczos bases (2 GiB) of one chunk, vmapped on a GPU
+
+
+@dataclass(frozen=True)
+class MatrixFree:
+    """The matrix-free method of `fisher_slice`: k Lanczos steps on I(theta) at every point.
+
+    At each point k = `num_steps` Lanczos steps on the Fisher-vector product (or on its Gram
+    twin when that is smaller) give the largest eigenvalues, a lower bound on the rank that
+    is exact once k exceeds the number of distinct nonzero eigenvalues, the log pseudo-det
+    and the exact trace (module docstring). `method="matrix_free"` is `MatrixFree()`.
+
+    It is a value rather than a `num_steps=` argument of `fisher_slice` because the step
+    count belongs to the matrix-free method alone (a dense slice has no steps), and so that
+    `fisher_slice` keeps to eight parameters with its key, request, chunks and progress bar.
+
+    Attributes:
+      num_steps: Lanczos steps k per point, an integer >= 1 (clipped to the operator's
+        size). The default 30 (`DEFAULT_NUM_STEPS`): the largest eigenvalues of the networks
+        in the tests converge to 1e-8 within 20 steps.
+
+    Example:
+      >>> MatrixFree(num_steps=50)
+      MatrixFree(num_steps=50)
+      >>> MatrixFree(num_steps=0)
+      Traceback (most recent call last):
+      slt.validation.InputError: num_steps must be an integer >= 1, got 0
+    """
+
+    num_steps: int = DEFAULT_NUM_STEPS
+
+    def __post_init__(self):
+        object.__setattr__(self, "num_steps", require_int("num_steps", self.num_steps,
+                                                          minimum=1))
 
 
 class Direction(NamedTuple):
@@ -297,18 +334,21 @@ def lanczos_point_summary(observation, coordinates, num_steps: int, rank_tol: fl
     return summary
 
 
-def _method(method: str, setup, key) -> str:
-    """The method `method` resolves to, checked against the setup."""
+def _method(method: str | MatrixFree, setup, key) -> MatrixFree | None:
+    """The method `method` resolves to, checked against the setup: None (dense) or the
+    matrix-free settings."""
     dim = setup.coordinates.dim
-    method = require_one_of("method", method, ("auto", "dense", "matrix_free"))
+    if not isinstance(method, MatrixFree):
+        require_instance("method", method, str,
+                         "'auto', 'dense', 'matrix_free' or a MatrixFree(num_steps=...)")
+        require_one_of("method", method, ("auto", "dense", "matrix_free"))
+    why = ""
     if method == "auto":
         method = "matrix_free" if dim > MATRIX_FREE_DIM else "dense"
         why = f" (chosen by method='auto' for d = {dim} > {MATRIX_FREE_DIM}; or pass " \
               "method='dense')"
-    else:
-        why = ""
     if method == "dense":
-        return method
+        return None
     if setup.kind != "exact" or setup.observation.family not in WHITENED_FAMILIES:
         raise InputError(
             f"{setup.observation.spec.name}: method='matrix_free'{why} needs kind='exact' and "
@@ -321,24 +361,17 @@ def _method(method: str, setup, key) -> str:
             "key=jax.random.key(0)"
         )
     require_key(key)
-    return method
+    return method if isinstance(method, MatrixFree) else MatrixFree()
 
 
-def fisher_slice(  # 15 user parameters (Args), flat for help()
+def fisher_slice(
     model: ModelSpec | Problem,
     params: Mapping[str, Any],
     directions: Mapping[str, tuple[Any, Any]],
     *,
-    kind: str = "exact",
-    x: Any = None,
-    x_weights: Any = None,
-    data: Mapping[str, Any] | None = None,
-    num_samples: int | None = None,
     key: jax.Array | None = None,
-    coordinates: str = "natural",
-    rank_tol: float = DEFAULT_RANK_TOL,
-    method: str = "auto",
-    num_steps: int = DEFAULT_NUM_STEPS,
+    request: FisherRequest = FisherRequest(),
+    method: str | MatrixFree = "auto",
     chunk_size: int | None = None,
     progress: bool = True,
 ) -> FisherScan:
@@ -351,15 +384,14 @@ def fisher_slice(  # 15 user parameters (Args), flat for help()
       model, params: the model (a `Problem` or a `ModelSpec`) and theta* (as in
         `fisher_information`).
       directions: {name: (direction, grid)} with one or two entries; a direction is a
-        (d,) vector in `coordinates`, a `Direction` (`random_directions`,
+        (d,) vector in the request's `coordinates`, a `Direction` (`random_directions`,
         `direction_between`) or {site: array} (natural coordinates); the grid holds the
         steps s along it (s = 0 is params). Names label the result's axes.
-      kind, x, x_weights, data, num_samples, coordinates, rank_tol: as in
-        `fisher_information`.
       key: the PRNG key of kind="monte_carlo" (the same at every point), or of the Lanczos
         start vectors of the matrix-free method (the same at every point).
-      method: "auto" (matrix-free for d > `MATRIX_FREE_DIM`), "dense" or "matrix_free".
-      num_steps: Lanczos steps per point (matrix-free; clipped to d).
+      request: what to compute at every point (`FisherRequest`, as in `fisher_information`).
+      method: "auto" (matrix-free for d > `MATRIX_FREE_DIM`), "dense", "matrix_free"
+        (`MatrixFree()`), or `MatrixFree(num_steps=k)` for k Lanczos steps per point.
       chunk_size: points per compiled call (default 1024; matrix-free, fewer when their
         Lanczos bases would pass 2 GiB, since a chunk is vmapped on an accelerator).
       progress: show a progress bar (tqdm) advancing between chunks.
@@ -373,51 +405,52 @@ def fisher_slice(  # 15 user parameters (Args), flat for help()
       ValueError: what `fisher_information` rejects; not one or two directions, a
         direction that is not (d,), has non-finite entries or is zero, a grid that is not a
         non-empty 1-D array of finite numbers or that leaves the support; matrix-free
-        without key, or for a model or kind it does not cover; chunk_size or num_steps not
-        an integer >= 1 (InputError, a ValueError).
+        without key, or for a model or kind it does not cover; an unknown method;
+        chunk_size not an integer >= 1 (InputError, a ValueError).
 
     Example:
       >>> spec = slt.models.two_layer_network(1, 2, 1, activation="tanh")      # d = 7
       >>> point = {"V": jnp.array([[1.0], [-1.0]]), "b": jnp.array([0.5, 0.5]),
       ...          "U": jnp.array([[1.0, 2.0]]), "c": jnp.array([0.0])}
-      >>> x = jnp.linspace(-2.0, 2.0, 9)[:, None]
+      >>> request = FisherRequest(x=jnp.linspace(-2.0, 2.0, 9)[:, None])
       >>> u = np.zeros(7); u[4] = 1.0                              # along U[0,0]
-      >>> line = fisher_slice(spec, point, {"s": (u, [-1.0, 0.0])}, x=x, progress=False)
+      >>> line = fisher_slice(spec, point, {"s": (u, [-1.0, 0.0])}, request=request,
+      ...                     progress=False)
       >>> line["rank"].values.tolist()       # at s = -1 the first unit's output weight is 0
       [5, 7]
       >>> line["loss"].values.round(4).tolist()   # KL from params: 0 at s = 0
       [0.2849, 0.0]
+      >>> lanczos = fisher_slice(spec, point, {"s": (u, [-1.0, 0.0])}, key=key,
+      ...                        request=request, method=MatrixFree(num_steps=7),
+      ...                        progress=False)
+      >>> lanczos["rank"].values.tolist(), lanczos["rank_is_exact"].values.tolist()
+      ([5, 7], [True, True])
     """
-    rank_tol = check_rank_tol(rank_tol)
-    num_steps = require_int("num_steps", num_steps, minimum=1)
     if chunk_size is not None:
         chunk_size = require_int("chunk_size", chunk_size, minimum=1)
     with jax.enable_x64(True):
-        setup = prepare(
-            model, params, kind=kind, x=x, x_weights=x_weights, data=data,
-            num_samples=num_samples, key=key if kind == "monte_carlo" else None,
-            coordinates=coordinates,
-        )
-        method = _method(method, setup, key)
+        setup = prepare(model, params, key=key if request.kind == "monte_carlo" else None,
+                        request=request)
+        matrix_free = _method(method, setup, key)
         names, vectors, kinds, grids = _parse_directions(directions, setup.coordinates)
         plane = Plane(setup.theta, setup.theta, vectors, grids)
-        dim = setup.coordinates.dim
-        steps = min(num_steps, dim)
-        if method == "dense":
-            point, settings, lanczos_key = (lambda: dense_point(setup, rank_tol)), (rank_tol,), None
+        dim, rank_tol = setup.coordinates.dim, setup.rank_tol
+        if matrix_free is None:
+            point = PointSummary(lambda: dense_point(setup), (rank_tol,))
         else:
+            steps = min(matrix_free.num_steps, dim)
             summary = lanczos_point_summary(setup.observation, setup.coordinates, steps,
                                             rank_tol)
 
-            def point():
+            def build():
                 return lambda theta, arrays, key: summary(theta, key, arrays.inputs,
                                                           arrays.weights)
 
-            settings, lanczos_key = (steps, rank_tol), key
+            point = PointSummary(build, (steps, rank_tol), "matrix_free", key)
             if chunk_size is None:
                 chunk_size = max(1, min(DEFAULT_CHUNK_SIZE, _CHUNK_FLOATS // ((steps + 1) * dim)))
         return scan_plane(
-            setup, plane, names, np.zeros(len(names)), point=point, settings=settings,
-            key=lanczos_key, rank_tol=rank_tol, chunk_size=chunk_size or DEFAULT_CHUNK_SIZE,
-            progress=progress, method=method, direction_kinds=kinds,
+            setup, plane, names, np.zeros(len(names)), point,
+            chunk_size=chunk_size or DEFAULT_CHUNK_SIZE, progress=progress,
+            direction_kinds=kinds,
         )

@@ -54,7 +54,8 @@ import xarray as xr
 
 from slt.geometry.kernels import fisher_trace_function, rows_per_example
 from slt.geometry.matrix_free import compiled_operator, lanczos, prepare_matrix_free, ritz_pairs
-from slt.geometry.spectrum import DEFAULT_RANK_TOL, check_rank_tol
+from slt.geometry.request import FisherRequest
+from slt.geometry.spectrum import DEFAULT_RANK_TOL
 from slt.models.base import ModelSpec
 from slt.problem import Problem
 from slt.results import Persistable
@@ -243,17 +244,14 @@ class FisherSummary(Persistable):
         )
 
 
-def fisher_summary(  # 10 user parameters (Args), flat for help()
+def fisher_summary(
     model: ModelSpec | Problem,
     params: Mapping[str, Any],
     *,
     key: jax.Array,
-    x: Any = None,
-    x_weights: Any = None,
-    coordinates: str = "natural",
+    request: FisherRequest = FisherRequest(),
     num_probes: int = 30,
     num_steps: int = 80,
-    rank_tol: float = DEFAULT_RANK_TOL,
     space: str = "auto",
 ) -> FisherSummary:
     """Trace, rank and log pseudo-determinant of the Fisher at a point, without a d x d matrix.
@@ -266,13 +264,14 @@ def fisher_summary(  # 10 user parameters (Args), flat for help()
     A second call at a new point of the same model and input shapes compiles nothing.
 
     Args:
-      model, params, x, x_weights, coordinates: as in `fisher_information` (Gaussian-noise
-        and exponential-family observations; a Problem's inputs are the default x).
+      model, params: as in `fisher_information` (Gaussian-noise and exponential-family
+        observations; a Problem's inputs are the default x).
       key: PRNG key for the probes.
+      request: the inputs x, their weights, the coordinates and the rank tolerance
+        (`FisherRequest`); its kind must be "exact".
       num_probes: P >= 2; the standard errors fall as 1 / sqrt(P).
       num_steps: Lanczos steps k per probe (clipped to the operator's size); the quadrature
         is exact once k exceeds the number of distinct eigenvalues.
-      rank_tol: relative tolerance of the rank (`slt.geometry.spectrum`).
       space: "outputs" runs Lanczos on the Gram twin G (m x m, m = examples x whitened rows),
         "parameters" on I (d x d); "auto" (default) takes the smaller (module docstring:
         SLQ cannot see through a large null space, which G avoids when m < d).
@@ -285,9 +284,10 @@ def fisher_summary(  # 10 user parameters (Args), flat for help()
       >>> values = {"V": jnp.array([[1.0, 0.0], [0.5, -1.0], [0.0, 2.0]]),
       ...           "b": jnp.array([0.1, 0.2, -0.3]), "U": jnp.array([[1.0, -1.0, 0.5]]),
       ...           "c": jnp.array([0.0])}
-      >>> x = jax.random.normal(jax.random.key(1), (40, 2))
-      >>> summary = fisher_summary(spec, values, key=jax.random.key(2), x=x, num_steps=13)
-      >>> dense = slt.fisher_information(spec, values, x=x)
+      >>> request = FisherRequest(x=jax.random.normal(jax.random.key(1), (40, 2)))
+      >>> summary = fisher_summary(spec, values, key=jax.random.key(2), request=request,
+      ...                          num_steps=13)
+      >>> dense = slt.fisher_information(spec, values, request=request)
       >>> round(summary.rank, 6), dense.rank, bool(np.isclose(summary.trace,
       ...                                                      np.trace(dense.matrix)))
       (13.0, 13, True)
@@ -297,7 +297,7 @@ def fisher_summary(  # 10 user parameters (Args), flat for help()
     References:
       Hutchinson (1989); Ubaru, Chen & Saad (2017) (module docstring).
     """
-    rank_tol = check_rank_tol(rank_tol)
+    rank_tol = request.rank_tol
     num_probes = require_int("num_probes", num_probes, minimum=2)
     num_steps = require_int("num_steps", num_steps, minimum=1)
     if space not in SPACES:
@@ -306,7 +306,7 @@ def fisher_summary(  # 10 user parameters (Args), flat for help()
         raise InputError("fisher_summary needs a PRNG key: key=jax.random.key(0)")
     require_key(key)
     with jax.enable_x64(True):
-        setup = prepare_matrix_free(model, params, x, x_weights, coordinates)
+        setup = prepare_matrix_free(model, params, request)
         theta, inputs, weights = jnp.asarray(setup.theta), setup.arrays.inputs, setup.arrays.weights
         dim = setup.coordinates.dim
         num_outputs = int(weights.shape[0]) * rows_per_example(setup.observation)

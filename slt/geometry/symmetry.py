@@ -98,7 +98,8 @@ def generators(values: Mapping[str, Any], activation: str) -> np.ndarray:
     Example:
       >>> spec = slt.models.two_layer_network(2, 2, 1, activation="identity", bias=False)
       >>> values = {"V": jnp.array([[1.0, 0.5], [-0.5, 1.0]]), "U": jnp.array([[1.0, -1.0]])}
-      >>> fisher = slt.fisher_information(spec, values, x=jax.random.normal(key, (20, 2)))
+      >>> request = slt.FisherRequest(x=jax.random.normal(key, (20, 2)))
+      >>> fisher = slt.fisher_information(spec, values, request=request)
       >>> xi = generators(values, "identity")         # (h n + m h, h^2): U V = U A^-1 A V
       >>> xi.shape, fisher.dim - fisher.rank          # the generators span the null space
       ((6, 4), 4)
@@ -252,7 +253,8 @@ def null_space_split(fisher: FisherResult, generator_matrix: np.ndarray) -> Null
       >>> spec = slt.models.two_layer_network(1, 2, 1, activation="relu")
       >>> values = {"V": jnp.array([[1.0], [-1.0]]), "b": jnp.array([0.5, 0.5]),
       ...           "U": jnp.array([[1.0, 2.0]]), "c": jnp.array([0.0])}
-      >>> fisher = slt.fisher_information(spec, values, x=jnp.linspace(-2.0, 2.0, 9)[:, None])
+      >>> request = slt.FisherRequest(x=jnp.linspace(-2.0, 2.0, 9)[:, None])
+      >>> fisher = slt.fisher_information(spec, values, request=request)
       >>> split = null_space_split(fisher, generators(values, "relu"))
       >>> split.symmetry_dimension, split.excess_dimension      # (h, 0) generically
       (2, 0)

@@ -1,4 +1,5 @@
-"""Figure for the singular BIC (`slt.estimators.sbic.SBICResult`): free energies and posterior.
+"""Figure for the singular BIC (`slt.estimators.evidence.sbic.SBICResult`): free energies and
+posterior.
 
 The function takes the result, draws on new axes unless `axes` are given, and returns the
 matplotlib figure.

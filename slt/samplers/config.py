@@ -23,7 +23,7 @@ Example:
   1000
   >>> MALA(step_size=-1.0)
   Traceback (most recent call last):
-  slt.validation.InputError: step_size must be a finite number > 0 or "auto", got -1.0
+  slt.validation.InputError: step_size must be a finite number > 0, got -1.0
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ import numpy as np
 from slt.samplers.sgld import PRECONDITIONERS
 from slt.validation import (
     InputError,
+    require_bool,
     require_in_interval,
     require_instance,
     require_int,
@@ -64,11 +65,11 @@ class Calibration:
     trace is stationary, the minibatch-noise ratio r(eps) is at most `max_noise_ratio`, and the
     configurational temperature satisfies |T - 1| <= `max_temperature_deviation` + 2 standard
     errors; the largest passing step size is chosen (the full criterion and the reasons for
-    each number: `slt.estimators.llc_calibration`).
+    each number: `slt.estimators.local.calibration`).
 
     Attributes:
       step_sizes: the candidate step sizes; None: a geometric grid scaled by n beta and the
-        minibatch-noise limit (`slt.estimators.llc_calibration.default_step_sizes`).
+        minibatch-noise limit (`slt.estimators.local.calibration.default_step_sizes`).
       gammas: candidate localization strengths to calibrate as well; None: the local
         posterior's gamma only. With several, the smallest gamma with a passing step wins.
       chains_per_candidate, num_warmup, num_samples: the size of each candidate's run.
@@ -145,7 +146,7 @@ class SGLD:
         _set(self, "batch_size", require_int("batch_size", self.batch_size, minimum=1))
         require_one_of("preconditioner", self.preconditioner, PRECONDITIONERS)
         _set(self, "mala_every", require_int("mala_every", self.mala_every, minimum=0))
-        _set(self, "extrapolate", _boolean("extrapolate", self.extrapolate))
+        _set(self, "extrapolate", require_bool("extrapolate", self.extrapolate))
 
     @property
     def calibration(self) -> Calibration | None:
@@ -256,7 +257,7 @@ class RunPlan:
         if self.checkpoint is not None:
             require_instance("checkpoint", self.checkpoint, str | os.PathLike,
                              "a file path or None")
-        _set(self, "progress", _boolean("progress", self.progress))
+        _set(self, "progress", require_bool("progress", self.progress))
 
     @property
     def num_steps(self) -> int:
@@ -279,9 +280,3 @@ def _open_unit(name: str, value) -> float:
         raise InputError(f"{name} must lie strictly between 0 and 1, got {value!r}")
     return number
 
-
-def _boolean(name: str, value) -> bool:
-    """True or False (NumPy's booleans too), nothing else."""
-    if not isinstance(value, bool | np.bool_):
-        raise InputError(f"{name} must be True or False, got {value!r}")
-    return bool(value)

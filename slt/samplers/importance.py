@@ -196,8 +196,8 @@ def importance_log_evidence(
         more than `MAX_PERMUTATIONS` label orders.
 
     Example:
-      >>> from slt.samplers.tempering import tempered_smc
-      >>> run = tempered_smc(problem, key, num_particles=100, progress=False)
+      >>> from slt.samplers.tempering import Tempering, tempered_smc
+      >>> run = tempered_smc(problem, key, Tempering(num_particles=100), progress=False)
       >>> result = importance_log_evidence(problem, jax.random.key(1), run.particles,
       ...                                  num_samples=1000)
       >>> round(result.log_evidence, 2), round(result.std_error, 2)   # exact: -141.55

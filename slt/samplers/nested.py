@@ -73,7 +73,8 @@ References:
 Example (small: 2 runs of 50 live points):
   >>> spec = slt.models.product_model()
   >>> data = spec.simulate(jax.random.key(1), {"w": jnp.zeros(2)}, 100)
-  >>> run = nested_sampling(spec.problem(data), key, num_live=50, num_runs=2, progress=False)
+  >>> run = nested_sampling(spec.problem(data), key, NestedSampling(num_live=50, num_runs=2),
+  ...                       progress=False)
   >>> round(-run.combined_log_evidence, 1), round(run.std_error, 1)   # F = -log Z, its se
   (137.7, 0.1)
   >>> round(-slt.truth.product_model_log_evidence(data["x"], data["y"]), 1)  # exact F
@@ -85,7 +86,8 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import ClassVar, NamedTuple
 
 import blackjax
 import jax
@@ -103,16 +105,109 @@ from slt.validation import (
     InputError,
     require_callable,
     require_in_interval,
+    require_instance,
     require_int,
     require_key,
 )
 
-__all__ = ["NestedRun", "nested_sampling"]
+__all__ = ["NestedRun", "NestedSampling", "nested_sampling"]
 
 # Simulated prior-mass sequences behind nested sampling's own standard error: the relative
 # error of a standard deviation from S samples is 1/sqrt(2S), 7% at S = 100 (BlackJAX's
 # default). Memory grows as S × (number of dead points).
 _NUM_VOLUME_SAMPLES = 100
+
+
+@dataclass(frozen=True)
+class NestedSampling:
+    """Nested slice sampling (`blackjax.nss`): how `nested_sampling` runs, and the second
+    reference of `slt.free_energy` and `slt.compare`.
+
+    Each of `num_runs` independent runs keeps N = `num_live` points drawn from the prior
+    restricted to L(w) > L*, deletes the `num_delete` lowest each iteration (their likelihood
+    sets the next contour L*) and replaces them by `num_inner_steps` slice moves from
+    surviving live points, until the live points hold less than `termination` of the evidence
+    found so far, Z_live / Z_dead < termination. Then
+
+        Z = ∫_0^1 L(X) dX ≈ sum_i L_i (X_{i-1} - X_i) + Z_live,   E[log X_i] = -i / N
+
+    (module doc); one run's error is about sqrt(H / N) nats, H the information.
+
+    Attributes:
+      num_live: live points N per run (>= 2). The runs merged act as one run of
+        num_runs × N.
+      num_runs: independent runs side by side; their spread is the second standard error.
+      num_delete: points deleted and replaced per iteration, drawn in parallel (vmapped),
+        fewer than num_live; the prior-mass bookkeeping stays exact (k deletions count as k
+        shrinkages, Fowlie et al. 2021). On 2 CPU cores 10, 100 and 250 took the same time
+        (K = 2 mixture, 1000 live points): the likelihood evaluations dominate. A few per
+        cent of num_live keeps many survivors to start the new points from; on a GPU, more
+        uses it better.
+      num_inner_steps: slice moves per replacement; None: max(5, 4 dim). BlackJAX asks for
+        at least max(5, 2 dim): fewer leave the new point correlated with the survivor it
+        started from. Twice that was measured on the K = 3 Old Faithful mixture (d = 8, 4
+        runs): with 2 dim = 16 moves (1000 live points) the runs scattered 2.7 times more
+        than nested sampling's own error and log Z came out 0.57 ± 0.19 nats low; with
+        4 dim = 32 (500 live points, the same cost) 1.0 times, 0.26 ± 0.11 low.
+      termination: stop a run when the live points' share of the evidence, Z_live / Z_dead,
+        falls below this, in (0, 1); the live points are then added in with their prior
+        mass, so the error left is far below it. Measured on conjugate regression (same key,
+        1000 live points): 1e-3, 1e-2 and 5e-2 give the same log Z to 1e-3 nats at 773k,
+        669k and 596k likelihood evaluations per run; 1e-2 keeps a margin.
+      jump_probability: probability, in [0, 1], that a slice move runs along the difference
+        of two live points instead of a covariance-shaped direction (`_proposal`): such moves
+        carry points between separated islands of the likelihood contour (multimodal
+        posteriors). 0 gives BlackJAX's plain nested slice sampler.
+      max_iterations: stop with an error when a run has not terminated after this many
+        iterations.
+      chunk_size: iterations compiled into one call; progress is reported between calls.
+      prior_sampler: `(key, num) -> (num, dim)` exact prior draws, flat and unconstrained,
+        the initial live points; None: `sample_prior` (NumPyro models). Needed for
+        `Problem.from_loss`.
+
+    Example:
+      >>> NestedSampling(num_live=1000, num_runs=2)
+      NestedSampling(num_live=1000, num_runs=2, num_delete=10, num_inner_steps=None, \
+termination=0.01, jump_probability=0.5, max_iterations=1000000, chunk_size=100, \
+prior_sampler=None)
+      >>> NestedSampling(num_live=10, num_delete=10)
+      Traceback (most recent call last):
+      slt.validation.InputError: num_delete must be smaller than num_live, got 10 >= 10
+    """
+
+    name: ClassVar[str] = "nested"  # how results name the sampler
+
+    num_live: int = 500
+    num_runs: int = 4
+    num_delete: int = 10
+    num_inner_steps: int | None = None
+    termination: float = 1e-2
+    jump_probability: float = 0.5
+    max_iterations: int = 1_000_000
+    chunk_size: int = 100
+    prior_sampler: Callable[[jax.Array, int], jax.Array] | None = None
+
+    def __post_init__(self):
+        for name, minimum in (("num_live", 2), ("num_runs", 1), ("num_delete", 1),
+                              ("max_iterations", 1), ("chunk_size", 1)):
+            _set(self, name, require_int(name, getattr(self, name), minimum=minimum))
+        if self.num_inner_steps is not None:
+            _set(self, "num_inner_steps",
+                 require_int("num_inner_steps", self.num_inner_steps, minimum=1))
+        if self.num_delete >= self.num_live:
+            raise InputError(
+                f"num_delete must be smaller than num_live, got {self.num_delete} >= "
+                f"{self.num_live}"
+            )
+        _set(self, "termination", require_in_interval("termination", self.termination, 0.0, 1.0))
+        _set(self, "jump_probability", require_in_interval(
+            "jump_probability", self.jump_probability, 0.0, 1.0, closed=True))
+        require_callable("prior_sampler", self.prior_sampler, optional=True)
+
+
+def _set(value, name: str, converted) -> None:
+    """Store a checked field on a frozen dataclass (its `__post_init__` normalises)."""
+    object.__setattr__(value, name, converted)
 
 
 class NestedRun(NamedTuple):
@@ -328,84 +423,48 @@ def _evidence_moments(log_w, loglik):
     return log_z, information, jnp.mean(log_w, axis=1)
 
 
-def nested_sampling(  # 12 user parameters (Args), flat for help(); 45/110 lines docstring
+def nested_sampling(
     problem: Problem,
     key: jax.Array,
+    sampler: NestedSampling = NestedSampling(),
     *,
-    num_live: int = 500,
-    num_delete: int = 10,
-    num_inner_steps: int | None = None,
-    termination: float = 1e-2,
-    jump_probability: float = 0.5,
-    num_runs: int = 4,
-    prior_sampler: Callable[[jax.Array, int], jax.Array] | None = None,
-    max_iterations: int = 1_000_000,
-    chunk_size: int = 100,
     progress: bool = True,
 ) -> NestedRun:
-    """log Z by `num_runs` independent nested slice sampling runs (`blackjax.nss`), vmapped.
+    """log Z by `sampler.num_runs` independent nested slice sampling runs (`blackjax.nss`),
+    vmapped.
 
     Args:
       problem: model and data with a proper prior.
       key: PRNG key (same key, same result).
-      num_live: live points N per run. One run's error is ≈ sqrt(H / N) nats (H the
-        information); the runs merged act as one run of num_runs × N.
-      num_delete: points deleted and replaced per iteration, drawn in parallel (vmapped);
-        the prior-mass bookkeeping stays exact (k deletions count as k shrinkages, Fowlie et
-        al. 2021). On 2 CPU cores 10, 100 and 250 took the same time (K = 2 mixture, 1000
-        live points): the likelihood evaluations dominate. A few per cent of num_live keeps
-        many survivors to start the new points from; on a GPU, more uses it better.
-      num_inner_steps: slice moves per replacement; None: max(5, 4 dim). BlackJAX asks for
-        at least max(5, 2 dim): fewer leave the new point correlated with the survivor it
-        started from. Twice that was measured on the K = 3 Old Faithful mixture (d = 8, 4
-        runs): with 2 dim = 16 moves (1000 live points) the runs scattered 2.7 times more
-        than nested sampling's own error and log Z came out 0.57 ± 0.19 nats low; with
-        4 dim = 32 (500 live points, the same cost) 1.0 times, 0.26 ± 0.11 low.
-      termination: stop a run when the live points' share of the evidence, Z_live / Z_dead,
-        falls below this; the live points are then added in with their prior mass, so the
-        error left is far below it. Measured on conjugate regression (same key, 1000 live
-        points): 1e-3, 1e-2 and 5e-2 give the same log Z to 1e-3 nats at 773k, 669k and
-        596k likelihood evaluations per run; 1e-2 keeps a margin.
-      jump_probability: probability that a slice move runs along the difference of two live
-        points instead of a covariance-shaped direction (`_proposal`): such moves carry
-        points between separated islands of the likelihood contour (multimodal posteriors).
-        0 gives BlackJAX's plain nested slice sampler.
-      num_runs: independent runs side by side; their spread is the second standard error.
-      prior_sampler: `(key, num) -> (num, dim)` flat unconstrained prior draws; default
-        `sample_prior` (NumPyro models). Needed for `Problem.from_loss`.
-      max_iterations: stop with an error when a run has not terminated after this many
-        iterations.
-      chunk_size: iterations compiled into one call; progress is reported between calls.
+      sampler: the live points, runs, moves, termination rule and prior draws
+        (`NestedSampling`, its fields stated there).
       progress: show the iterations and the live points' evidence share as a progress bar.
 
     Returns:
       A `NestedRun`.
 
     Raises:
-      InputError (a ValueError): bad arguments, a problem without a proper prior, prior
-        draws of the wrong shape or outside the prior's support.
+      InputError (a ValueError): bad arguments (sampler not a `NestedSampling` value), a
+        problem without a proper prior, prior draws of the wrong shape or outside the
+        prior's support.
       ValueError: the log-likelihood is -inf or NaN at every initial live point.
       RuntimeError: a run did not terminate within max_iterations.
       FloatingPointError: a run's log Z is not finite.
     """
-    key = _validate(
-        problem, key, prior_sampler, num_live=num_live, num_delete=num_delete,
-        num_inner_steps=num_inner_steps, termination=termination,
-        jump_probability=jump_probability, num_runs=num_runs, max_iterations=max_iterations,
-        chunk_size=chunk_size,
-    )
-    if num_inner_steps is None:
-        num_inner_steps = max(5, 4 * problem.dim)
+    key = _validate(problem, key, sampler)
+    termination = sampler.termination
+    num_inner_steps = (max(5, 4 * problem.dim) if sampler.num_inner_steps is None
+                       else sampler.num_inner_steps)
     config = _Config(
-        problem, int(num_live), int(num_delete), int(num_inner_steps), int(num_runs),
-        float(np.log(termination)), float(jump_probability), int(chunk_size),
-        int(max_iterations),
+        problem, sampler.num_live, sampler.num_delete, num_inner_steps, sampler.num_runs,
+        float(np.log(termination)), sampler.jump_probability, sampler.chunk_size,
+        sampler.max_iterations,
     )
     prior_key, run_key, volume_key = jax.random.split(key, 3)
     data = problem.data
     traces = _TRACE_COUNT[0]
     start = time.perf_counter()
-    state = _initial_state(config, prior_key, prior_sampler, data)
+    state = _initial_state(config, prior_key, sampler.prior_sampler, data)
     iterations = jnp.zeros((), jnp.int32)
     chunk = _chunk.lower(config, state, iterations, run_key, data).compile()
     compile_time = time.perf_counter() - start if _TRACE_COUNT[0] > traces else 0.0
@@ -520,32 +579,19 @@ def _summarise(config, per_run, combined, iterations, evaluations, compile_time,
     )
 
 
-def _validate(problem, key, prior_sampler, **settings) -> jax.Array:
-    """Check `nested_sampling`'s arguments (`slt.validation`); return the key as a typed key."""
+def _validate(problem, key, sampler) -> jax.Array:
+    """Check `nested_sampling`'s arguments (`slt.validation`; the `NestedSampling` value
+    checked its own fields); return the key as a typed key."""
     require_problem(problem)
     if not problem.has_prior:
         raise InputError(
             "nested sampling integrates the likelihood over the prior, so it needs a proper "
-            "prior: build the Problem with log_prior= in Problem.from_loss and pass "
-            "prior_sampler="
+            "prior: build the Problem with log_prior= in Problem.from_loss and give "
+            "NestedSampling(prior_sampler=...)"
         )
     require_key(key)
-    require_callable("prior_sampler", prior_sampler, optional=True)
-    minima = {"num_live": 2, "num_delete": 1, "num_runs": 1, "max_iterations": 1,
-              "chunk_size": 1}
-    for name, minimum in minima.items():
-        require_int(name, settings[name], minimum=minimum)
-    if settings["num_inner_steps"] is not None:
-        require_int("num_inner_steps", settings["num_inner_steps"], minimum=1)
-    if settings["num_delete"] >= settings["num_live"]:
-        raise InputError(
-            f"num_delete must be smaller than num_live, got {settings['num_delete']} >= "
-            f"{settings['num_live']}"
-        )
-    require_in_interval("termination", settings["termination"], 0.0, 1.0)
-    require_in_interval(
-        "jump_probability", settings["jump_probability"], 0.0, 1.0, closed=True
-    )
+    require_instance("sampler", sampler, NestedSampling,
+                     "a NestedSampling value, e.g. NestedSampling()")
     if not jnp.issubdtype(key.dtype, jax.dtypes.prng_key):  # a legacy uint32 key
         key = jax.random.wrap_key_data(key)
     return key

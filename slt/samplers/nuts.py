@@ -29,7 +29,8 @@ from __future__ import annotations
 import functools
 import os
 import time
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -40,11 +41,84 @@ from slt import compile_cache
 from slt.problem import Params, Problem
 from slt.samplers.checkpoint import Checkpoint, join_records
 from slt.samplers.runner import ProgressBar, run_units
-from slt.validation import require_in_interval, require_int, require_params, require_positive
+from slt.validation import (
+    InputError,
+    require_in_interval,
+    require_instance,
+    require_int,
+    require_params,
+    require_positive,
+)
 
 __all__ = [
-    "NUTSDraws", "sample_nuts", "tempered_potential", "nll_of_draws", "pointwise_loglik_of_draws"
+    "NUTS", "NUTSDraws", "sample_nuts", "tempered_potential", "nll_of_draws",
+    "pointwise_loglik_of_draws",
 ]
+
+
+@dataclass(frozen=True)
+class NUTS:
+    """NumPyro's No-U-Turn sampler on the tempered posterior: how `sample_nuts` runs, and the
+    posterior sampler of `slt.wbic`, `slt.rlct` and `slt.compare` where NUTS is asked for.
+
+    Every chain targets pi_beta(w) ∝ exp(beta sum_i log p(y_i | x_i, w)) prior(w) in the
+    problem's unconstrained coordinates (module doc). `num_warmup` steps adapt the chain's step
+    size (dual averaging towards a mean acceptance probability of `target_acceptance`) and its
+    mass matrix (diagonal, or dense with `dense_mass`; NumPyro's windowed adaptation), and are
+    discarded; `num_samples` draws follow. A trajectory doubles until it makes a U-turn or
+    reaches 2^`max_tree_depth` leapfrog steps (Hoffman & Gelman 2014).
+
+    Attributes:
+      num_chains: chains at each inverse temperature (four give a useful R-hat).
+      num_warmup: adaptation steps per chain (discarded), >= 0.
+      num_samples: draws kept per chain, >= 1.
+      target_acceptance: the mean acceptance probability the step size adapts towards, in
+        (0, 1); raise it (0.9, 0.95) when a run reports divergences.
+      max_tree_depth: a trajectory has at most 2^max_tree_depth leapfrog steps.
+      dense_mass: adapt a dense mass matrix (else diagonal).
+      init_radius: chains start at `problem.init`, uniform on (-init_radius, init_radius) in
+        unconstrained coordinates (unless a starting point is given).
+      chunk_size: steps per compiled chunk; progress is reported and the checkpoint written
+        between chunks (the draws do not depend on it).
+
+    Example:
+      >>> NUTS(num_chains=2, num_warmup=500)
+      NUTS(num_chains=2, num_warmup=500, num_samples=1000, target_acceptance=0.8, \
+max_tree_depth=10, dense_mass=False, init_radius=2.0, chunk_size=250)
+      >>> NUTS(num_samples=0)
+      Traceback (most recent call last):
+      slt.validation.InputError: num_samples must be an integer >= 1, got 0
+
+    References:
+      Hoffman & Gelman, "The No-U-Turn sampler", JMLR 15:1593–1623, 2014.
+    """
+
+    name: ClassVar[str] = "nuts"  # how results name the sampler (`WBICResult.sampler`)
+
+    num_chains: int = 4
+    num_warmup: int = 1000
+    num_samples: int = 1000
+    target_acceptance: float = 0.8
+    max_tree_depth: int = 10
+    dense_mass: bool = False
+    init_radius: float = 2.0
+    chunk_size: int = 250
+
+    def __post_init__(self):
+        for name, minimum in (("num_chains", 1), ("num_warmup", 0), ("num_samples", 1),
+                              ("max_tree_depth", 1), ("chunk_size", 1)):
+            _set(self, name, require_int(name, getattr(self, name), minimum=minimum))
+        _set(self, "target_acceptance",
+             require_in_interval("target_acceptance", self.target_acceptance, 0.0, 1.0))
+        _set(self, "init_radius", require_positive("init_radius", self.init_radius))
+        if not isinstance(self.dense_mass, bool | np.bool_):
+            raise InputError(f"dense_mass must be True or False, got {self.dense_mass!r}")
+        _set(self, "dense_mass", bool(self.dense_mass))
+
+
+def _set(value, name: str, converted) -> None:
+    """Store a checked field on a frozen dataclass (its `__post_init__` normalises)."""
+    object.__setattr__(value, name, converted)
 
 
 class NUTSDraws(NamedTuple):
@@ -198,81 +272,73 @@ def _compile(config: _Config, num_chains: int, chunk_length: int):
     return init, run_chunk, time.perf_counter() - start
 
 
-def sample_nuts(  # 13 user parameters (Args), flat for help(); 32/105 lines docstring
+def sample_nuts(
     problem: Problem,
     key: jax.Array,
     betas,
+    sampler: NUTS = NUTS(),
     *,
-    num_warmup: int = 1000,
-    num_samples: int = 1000,
     init: Params | None = None,
-    init_radius: float = 2.0,
-    dense_mass: bool = False,
-    target_accept_prob: float = 0.8,
-    max_tree_depth: int = 10,
-    chunk_size: int = 250,
     progress: bool = True,
     checkpoint: str | os.PathLike | None = None,
 ) -> NUTSDraws:
-    """Run one NUTS chain per entry of `betas` on the tempered posterior pi_beta.
+    """Run `sampler.num_chains` NUTS chains at each inverse temperature in `betas` on the
+    tempered posterior pi_beta.
 
     Args:
       problem: model and data; needs a proper prior (`problem.has_prior`).
       key: PRNG key (starting points and chains).
-      betas: inverse temperature of each chain, shape (num_chains,), each >= 0 (beta = 0
-        samples the prior). Four chains per temperature give R-hat.
-      num_warmup: adaptation steps per chain (discarded).
-      num_samples: draws kept per chain.
+      betas: inverse temperatures, a number or shape (B,), each >= 0 (beta = 0 samples the
+        prior); the B x num_chains chains run side by side, those of one beta adjacent
+        (`np.repeat(betas, num_chains)`).
+      sampler: the chains' length and NUTS's settings (`NUTS`, its fields stated there).
       init: a starting point (unconstrained pytree) for every chain; by default each chain
         starts at its own `problem.init` point (uniform on (-init_radius, init_radius)).
-      init_radius: see `init`.
-      dense_mass, target_accept_prob, max_tree_depth: NumPyro's NUTS settings.
-      chunk_size: steps per compiled chunk; progress is reported between chunks.
       progress: show a progress bar.
       checkpoint: a file to save progress to after every chunk and resume from (module doc,
         `slt.samplers.checkpoint`); None: no checkpoint. `run_time` then counts the sampling
         time of every session.
 
     Returns:
-      `NUTSDraws` with the post-warm-up draws and the per-draw n L_n(w).
+      `NUTSDraws` with the post-warm-up draws and the per-draw n L_n(w), one row per chain.
 
     Raises:
+      InputError (a ValueError): sampler not a `NUTS` value, init not a finite point of the
+        problem.
       ValueError: bad arguments, no proper prior, or a non-finite potential at a start point.
       slt.samplers.checkpoint.Interrupted: a KeyboardInterrupt during a checkpointed run (the
         chunks before the one in progress are saved; `slt.samplers.runner`).
       slt.samplers.checkpoint.CheckpointError: the file at `checkpoint` is from another run.
 
     Example:
-      >>> betas = np.full(4, 1 / np.log(problem.n))     # four chains at WBIC's temperature
-      >>> draws = sample_nuts(problem, key, betas, num_warmup=100, num_samples=100,
+      >>> beta = 1 / np.log(problem.n)                   # four chains at WBIC's temperature
+      >>> draws = sample_nuts(problem, key, beta, NUTS(num_warmup=100, num_samples=100),
       ...                     progress=False)
       >>> draws.nll.shape, round(float(draws.nll.mean()), 1)   # (chain, draw); WBIC
       ((4, 100), 141.1)
     """
-    betas = np.asarray(betas, dtype=np.float64).reshape(-1)
-    _validate(problem, betas, num_warmup, num_samples, chunk_size)
-    require_in_interval("target_accept_prob", target_accept_prob, 0.0, 1.0)
-    require_int("max_tree_depth", max_tree_depth, minimum=1)
-    require_positive("init_radius", init_radius)
+    require_instance("sampler", sampler, NUTS, "a NUTS value, e.g. NUTS()")
+    betas = np.repeat(np.asarray(betas, dtype=np.float64).reshape(-1), sampler.num_chains)
+    _validate(problem, betas)
+    num_warmup, num_samples = sampler.num_warmup, sampler.num_samples
     if init is not None:
         require_params(problem, init, "init")
     num_chains = betas.size
-    config = _Config(
-        problem, int(num_warmup), bool(dense_mass), float(target_accept_prob), int(max_tree_depth)
-    )
+    config = _Config(problem, num_warmup, sampler.dense_mass, sampler.target_acceptance,
+                     sampler.max_tree_depth)
     if not jnp.issubdtype(key.dtype, jax.dtypes.prng_key):  # a legacy uint32 key
         key = jax.random.wrap_key_data(key)
     init_key, chain_key = jax.random.split(key)
-    starts = _starting_points(problem, init_key, num_chains, init, init_radius)
+    starts = _starting_points(problem, init_key, num_chains, init, sampler.init_radius)
     _check_starts(problem, starts, betas)
-    total = int(num_warmup) + int(num_samples)
-    chunk_length = min(int(chunk_size), total)
+    total = num_warmup + num_samples
+    chunk_length = min(sampler.chunk_size, total)
     (init_fn, run_chunk, compile_time), compiled_before = _compiled(config, num_chains,
                                                                      chunk_length)
     if compiled_before:
         compile_time = 0.0
     store = Checkpoint(
-        checkpoint, "sample_nuts", **config._asdict(), betas=betas, num_samples=int(num_samples),
+        checkpoint, "sample_nuts", **config._asdict(), betas=betas, num_samples=num_samples,
         chunk_length=chunk_length, key=chain_key, starts=starts,
     )
     chain_betas = jnp.asarray(betas, problem.dtype)
@@ -332,7 +398,9 @@ def _starting_points(problem: Problem, key, num_chains: int, init, init_radius: 
     return jax.vmap(lambda k: problem.ravel(problem.init(k, init_radius)))(keys)
 
 
-def _validate(problem, betas, num_warmup, num_samples, chunk_size):
+def _validate(problem, betas):
+    """Check `sample_nuts`'s problem and inverse temperatures (the `NUTS` value checked its
+    own fields)."""
     if not isinstance(problem, Problem):
         raise ValueError(f"problem must be an slt.Problem, got {type(problem).__name__}")
     if not problem.has_prior:
@@ -341,12 +409,6 @@ def _validate(problem, betas, num_warmup, num_samples, chunk_size):
             "Problem.from_loss"
         )
     if betas.size == 0:
-        raise ValueError("betas is empty: give one inverse temperature per chain")
+        raise ValueError("betas is empty: give at least one inverse temperature")
     if not np.all(np.isfinite(betas) & (betas >= 0)):
         raise ValueError(f"every beta must be finite and >= 0, got {betas}")
-    if int(num_warmup) < 0 or int(num_samples) < 1:
-        raise ValueError(
-            f"num_warmup must be >= 0 and num_samples >= 1, got {num_warmup}, {num_samples}"
-        )
-    if int(chunk_size) < 1:
-        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")

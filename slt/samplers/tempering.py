@@ -88,7 +88,8 @@ import functools
 import os
 import time
 from collections.abc import Callable
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -110,12 +111,14 @@ from slt.validation import (
     InputError,
     require_callable,
     require_in_interval,
+    require_instance,
     require_int,
     require_key,
+    require_one_of,
     require_positive,
 )
 
-__all__ = ["SMCRun", "sample_prior", "tempered_smc"]
+__all__ = ["SMCRun", "Tempering", "sample_prior", "tempered_smc"]
 
 # Bisection steps for the next inverse temperature: 2^-100 of the remaining interval resolves
 # increments down to 1e-30, below any first step from a diffuse prior.
@@ -138,6 +141,108 @@ MIN_SWEEPS = {"hmc": 2, "hmc_imh": 4}
 INDEPENDENCE_MOVES_PER_SWEEP = 3
 # The step size moves by the factor exp(acceptance - target) per stage, kept within this range.
 _STEP_SIZE_RANGE = (1e-4, 2.0)
+
+
+@dataclass(frozen=True)
+class Tempering:
+    """Adaptive tempered SMC from the prior (beta = 0) to the posterior (beta = 1): how
+    `tempered_smc` runs, and the sampler of `slt.free_energy` (and, by default, of `slt.wbic`
+    and `slt.rlct`).
+
+    `num_copies` independent copies of `num_particles` particles N each climb their own ladder
+    0 = beta_0 < beta_1 < ... < beta_K = 1 of the tempered posteriors
+    pi_beta(w) ∝ exp(beta l(w)) prior(w), l(w) = sum_i log p(y_i | x_i, w): from beta_k the next
+    inverse temperature is the largest beta_{k+1} <= 1 with
+
+        ESS(exp((beta_{k+1} - beta_k) l(w_j))) >= target_ess * N,
+
+    the evidence grows by the mean weight, Z(beta_{k+1}) / Z(beta_k) ≈
+    (1/N) sum_j exp((beta_{k+1} - beta_k) l(w_j)), and the resampled particles are moved by
+    sweeps targeting pi_{beta_{k+1}} until the correlation across particles of l(w) before and
+    after the sweeps is at most `correlation_threshold` (module doc: "Moves", "Independence
+    moves").
+
+    Attributes:
+      num_particles: particles N per copy (>= 2).
+      num_copies: independent copies (their spread is the standard error of log Z).
+      target_ess: ESS fraction kept between successive temperatures, in (0, 1); 0.9–0.95
+        (DESIGN.md: with 0.5, multimodal posteriors come out wrong by up to a nat).
+      kernel: the moves: "hmc"; "hmc_imh" (each sweep first makes independence moves from a
+        Gaussian mixture fitted to the other half of the particles, then one HMC
+        transition); "auto": "hmc_imh" for d <= 16 with at least 8 particles per component
+        in each half, else "hmc".
+      num_mcmc_steps: the fewest sweeps a stage takes; None: the kernel's (2 with "hmc", 4
+        with "hmc_imh", `MIN_SWEEPS`).
+      max_mcmc_steps: the most sweeps a stage takes (raised to num_mcmc_steps if below it).
+      correlation_threshold: a stage's sweeps stop once the correlation between the
+        particles' log-likelihoods before and after them is at most this, in (0, 1).
+      interim_correlation_threshold: the threshold at the stages that end neither at a
+        waypoint nor at beta = 1; None: `correlation_threshold`. A looser one there saves
+        sweeps where nothing is measured but the evidence, when the evidence comes from
+        elsewhere (importance sampling); 0.5 halved the time on Old Faithful K = 3 but
+        widened the importance estimate's errors (benchmarks/RESULTS.md).
+      num_leapfrog: leapfrog steps per HMC transition.
+      initial_step_size: HMC step size at the first stage, in units of the particle spread.
+      target_acceptance: the HMC acceptance rate the step size is steered towards, in (0, 1).
+      num_components: mixture components of the independence proposal ("hmc_imh").
+      max_stages: stop with an error after this many stages.
+      prior_sampler: `(key, num) -> (num, dim)` exact prior draws, flat and unconstrained,
+        the particles at beta = 0; None: `sample_prior` (NumPyro models). Needed for
+        `Problem.from_loss`.
+
+    Example:
+      >>> Tempering(num_particles=200)
+      Tempering(num_particles=200, num_copies=4, target_ess=0.95, kernel='auto', \
+num_mcmc_steps=None, max_mcmc_steps=20, correlation_threshold=0.2, \
+interim_correlation_threshold=None, num_leapfrog=10, initial_step_size=0.5, \
+target_acceptance=0.75, num_components=8, max_stages=5000, prior_sampler=None)
+      >>> Tempering(target_ess=1.0)
+      Traceback (most recent call last):
+      slt.validation.InputError: target_ess must be a number in (0.0, 1.0), got 1.0
+    """
+
+    name: ClassVar[str] = "smc"  # how results name the sampler (`WBICResult.sampler`)
+
+    num_particles: int = 500
+    num_copies: int = 4
+    target_ess: float = 0.95
+    kernel: str = "auto"
+    num_mcmc_steps: int | None = None
+    max_mcmc_steps: int = 20
+    correlation_threshold: float = 0.2
+    interim_correlation_threshold: float | None = None
+    num_leapfrog: int = 10
+    initial_step_size: float = 0.5
+    target_acceptance: float = 0.75
+    num_components: int = 8
+    max_stages: int = 5000
+    prior_sampler: Callable[[jax.Array, int], jax.Array] | None = None
+
+    def __post_init__(self):
+        minima = {"num_particles": 2, "num_copies": 1, "num_mcmc_steps": 1,
+                  "max_mcmc_steps": 1, "num_leapfrog": 1, "num_components": 1, "max_stages": 1}
+        for name, minimum in minima.items():
+            if getattr(self, name) is not None or name != "num_mcmc_steps":  # None: kernel's
+                _set(self, name, require_int(name, getattr(self, name), minimum=minimum))
+        for name in ("target_ess", "target_acceptance", "correlation_threshold",
+                     "interim_correlation_threshold"):
+            if getattr(self, name) is not None:  # None: the interim one is the other's
+                _set(self, name, require_in_interval(name, getattr(self, name), 0.0, 1.0))
+        _set(self, "initial_step_size",
+             require_positive("initial_step_size", self.initial_step_size))
+        require_one_of("kernel", self.kernel, KERNELS)
+        require_callable("prior_sampler", self.prior_sampler, optional=True)
+        if self.kernel == "hmc_imh" and self.num_particles // 2 < self.num_components:
+            raise InputError(
+                f"kernel='hmc_imh' fits {self.num_components} components to each half of the "
+                f"particles: num_particles must be at least {2 * self.num_components}, got "
+                f"{self.num_particles}"
+            )
+
+
+def _set(value, name: str, converted) -> None:
+    """Store a checked field on a frozen dataclass (its `__post_init__` normalises)."""
+    object.__setattr__(value, name, converted)
 
 
 class SMCRun(NamedTuple):
@@ -212,8 +317,9 @@ def sample_prior(problem: Problem, key: jax.Array, num: int) -> jax.Array:
     """
     if problem.model is None:
         raise ValueError(
-            "sampling the prior needs a NumPyro model; for Problem.from_loss pass "
-            "prior_sampler=(key, num) -> flat draws of shape (num, dim)"
+            "sampling the prior needs a NumPyro model; for Problem.from_loss give the "
+            "sampler prior_sampler=(key, num) -> flat draws of shape (num, dim) (e.g. "
+            "Tempering(prior_sampler=...))"
         )
 
     def one(k):
@@ -460,61 +566,26 @@ def _compile_stage(config: _Config):
     return compiled, time.perf_counter() - start
 
 
-def tempered_smc(  # 19 user parameters (Args), flat for help(); 48/137 lines docstring
+def tempered_smc(
     problem: Problem,
     key: jax.Array,
+    sampler: Tempering = Tempering(),
     *,
-    num_particles: int = 500,
-    num_copies: int = 4,
-    target_ess: float = 0.95,
-    num_mcmc_steps: int | None = None,
-    max_mcmc_steps: int = 20,
-    correlation_threshold: float = 0.2,
-    interim_correlation_threshold: float | None = None,
-    num_leapfrog: int = 10,
-    initial_step_size: float = 0.5,
-    target_acceptance: float = 0.75,
-    prior_sampler: Callable[[jax.Array, int], jax.Array] | None = None,
     waypoints=(),
-    max_stages: int = 5000,
     progress: bool = True,
     checkpoint: str | os.PathLike | None = None,
-    kernel: str = "auto",
-    num_components: int = 8,
 ) -> SMCRun:
-    """Run `num_copies` independent adaptive tempered SMC samplers from prior to posterior.
+    """Run `sampler.num_copies` independent adaptive tempered SMC samplers from prior to
+    posterior.
 
     Args:
       problem: model and data with a proper prior.
       key: PRNG key.
-      num_particles: particles N per copy.
-      num_copies: independent copies (their spread is the standard error of log Z).
-      target_ess: ESS fraction kept between successive temperatures (0.9–0.95, DESIGN.md).
-      num_mcmc_steps, max_mcmc_steps, correlation_threshold: each stage moves every particle
-        with at least `num_mcmc_steps` (default: 2 with "hmc", 4 with "hmc_imh") and at most
-        `max_mcmc_steps` sweeps, stopping
-        once the correlation across particles between their log-likelihoods before and after
-        the moves is at most `correlation_threshold` (module doc: "Moves").
-      interim_correlation_threshold: the threshold at the stages that end neither at a
-        waypoint nor at beta = 1 (default: `correlation_threshold`). A looser one there saves
-        sweeps where nothing is measured but the evidence, when the evidence comes from
-        elsewhere (importance sampling); 0.5 halved the time on Old Faithful K = 3 but
-        widened the importance estimate's errors (benchmarks/RESULTS.md).
-      num_leapfrog: leapfrog steps per HMC transition.
-      initial_step_size: HMC step size at the first stage, in units of the particle spread.
-      target_acceptance: acceptance rate the step size is steered towards.
-      prior_sampler: `(key, num) -> (num, dim)` flat unconstrained prior draws; default
-        `sample_prior` (NumPyro models). Needed for `Problem.from_loss`.
+      sampler: the particles, copies, ladder, moves and prior draws (`Tempering`, its fields
+        stated there).
       waypoints: inverse temperatures in (0, 1] every ladder must pass through exactly (module
         doc); the particles' n L_n there is returned in `waypoint_nll`.
-      max_stages: stop with an error after this many stages.
       progress: show the smallest beta reached as a progress bar.
-      kernel: the moves (module doc, "Moves" and "Independence moves"): "hmc", or
-        "hmc_imh": each sweep first makes independence moves from a Gaussian mixture fitted to
-        the other half of the particles, then one HMC transition; "auto" (default):
-        "hmc_imh" for d <= 16 with at least 8 particles per component in each half, else
-        "hmc".
-      num_components: mixture components of the independence proposal.
       checkpoint: a file to save progress to after every stage and resume from (module doc,
         `slt.samplers.checkpoint`); None: no checkpoint. The fingerprint holds the settings
         and the initial prior draws, not `max_stages`: a run stopped by it continues with a
@@ -524,36 +595,39 @@ def tempered_smc(  # 19 user parameters (Args), flat for help(); 48/137 lines do
       An `SMCRun`.
 
     Raises:
-      ValueError: bad arguments, no proper prior, or every prior draw has l(w) = -inf.
+      InputError (a ValueError): problem not a Problem, key not a PRNG key, sampler not a
+        `Tempering`, its prior_sampler returning the wrong shape, waypoints outside (0, 1].
+      ValueError: no proper prior, or every prior draw has l(w) = -inf.
       RuntimeError: beta = 1 not reached within max_stages.
       slt.samplers.checkpoint.Interrupted: a KeyboardInterrupt during a checkpointed run (the
         stages before the one in progress are saved; `slt.samplers.runner`).
       slt.samplers.checkpoint.CheckpointError: the file at `checkpoint` is from another run.
+
+    Example:
+      >>> run = tempered_smc(problem, key, Tempering(num_particles=100), progress=False)
+      >>> run.particles.shape, round(float(-run.log_evidence.mean()), 1)   # F = -log Z
+      ((4, 100, 2), 141.5)
     """
-    _validate(
-        problem, key, prior_sampler, num_particles=num_particles, num_copies=num_copies,
-        target_ess=target_ess, num_mcmc_steps=num_mcmc_steps, max_mcmc_steps=max_mcmc_steps,
-        correlation_threshold=correlation_threshold,
-        interim_correlation_threshold=interim_correlation_threshold, num_leapfrog=num_leapfrog,
-        initial_step_size=initial_step_size, target_acceptance=target_acceptance,
-        max_stages=max_stages, num_components=num_components,
-    )
-    kernel = _resolve_kernel(kernel, problem.dim, int(num_particles), int(num_components))
-    if num_mcmc_steps is None:
-        num_mcmc_steps = MIN_SWEEPS[kernel]
+    _validate(problem, key, sampler)
+    kernel = _resolve_kernel(sampler.kernel, problem.dim, sampler.num_particles,
+                             sampler.num_components)
+    num_mcmc_steps = (MIN_SWEEPS[kernel] if sampler.num_mcmc_steps is None
+                      else sampler.num_mcmc_steps)
+    initial_step_size = sampler.initial_step_size
+    max_stages = sampler.max_stages
     config = _Config(
-        problem, int(num_particles), int(num_copies), float(target_ess), int(num_mcmc_steps),
-        max(int(max_mcmc_steps), int(num_mcmc_steps)), float(correlation_threshold),
-        float(correlation_threshold if interim_correlation_threshold is None
-              else interim_correlation_threshold),
-        int(num_leapfrog), float(target_acceptance), _waypoints(waypoints),
-        kernel, int(num_components),
+        problem, sampler.num_particles, sampler.num_copies, sampler.target_ess, num_mcmc_steps,
+        max(sampler.max_mcmc_steps, num_mcmc_steps), sampler.correlation_threshold,
+        (sampler.correlation_threshold if sampler.interim_correlation_threshold is None
+         else sampler.interim_correlation_threshold),
+        sampler.num_leapfrog, sampler.target_acceptance, _waypoints(waypoints),
+        kernel, sampler.num_components,
     )
     if not jnp.issubdtype(key.dtype, jax.dtypes.prng_key):  # a legacy uint32 key
         key = jax.random.wrap_key_data(key)
     prior_key, run_key = jax.random.split(key)
     state = _initial_state(
-        config, prior_sampler or functools.partial(sample_prior, problem), prior_key,
+        config, sampler.prior_sampler or functools.partial(sample_prior, problem), prior_key,
         initial_step_size,
     )
     store = Checkpoint(
@@ -671,21 +745,11 @@ def _resolve_kernel(kernel: str, dim: int, num_particles: int, num_components: i
     return kernel
 
 
-def _validate(problem, key, prior_sampler, **settings):
-    """Check `tempered_smc`'s arguments (`slt.validation`); raise InputError naming a bad one."""
+def _validate(problem, key, sampler):
+    """Check `tempered_smc`'s arguments (`slt.validation`); raise InputError naming a bad one
+    (the `Tempering` value checked its own fields)."""
     require_problem(problem)
     if not problem.has_prior:
         raise ValueError("tempering from the prior needs a proper prior (log_prior= in from_loss)")
     require_key(key)
-    require_callable("prior_sampler", prior_sampler, optional=True)
-    minima = {"num_particles": 2, "num_copies": 1, "num_mcmc_steps": 1, "max_mcmc_steps": 1,
-              "num_leapfrog": 1, "max_stages": 1, "num_components": 1}
-    for name, minimum in minima.items():
-        if settings[name] is not None or name != "num_mcmc_steps":  # None: the kernel's default
-            require_int(name, settings[name], minimum=minimum)
-    require_in_interval("target_ess", settings["target_ess"], 0.0, 1.0)
-    require_in_interval("target_acceptance", settings["target_acceptance"], 0.0, 1.0)
-    for name in ("correlation_threshold", "interim_correlation_threshold"):
-        if settings[name] is not None:  # None: the interim threshold is correlation_threshold
-            require_in_interval(name, settings[name], 0.0, 1.0)
-    require_positive("initial_step_size", settings["initial_step_size"])
+    require_instance("sampler", sampler, Tempering, "a Tempering value, e.g. Tempering()")

@@ -67,7 +67,7 @@ def test_numerically_singular_hessian_is_flagged_not_infinite():
         return -0.5 * params["w"][0] ** 2 - 0.5 * np.log(2 * np.pi)
 
     problem = slt.Problem.from_loss(nll, {"w": jnp.zeros(2)}, data, log_prior=log_prior)
-    fit = slt.fit_map(problem, jax.random.key(0), num_restarts=2)
+    fit = slt.fit_map(problem, jax.random.key(0), slt.MAPFit(num_restarts=2))
     with pytest.warns(UserWarning, match="numerically singular"):
         result = laplace(problem, fit)
     assert result.singular and result.rank == 1 and result.dim == 2
@@ -93,7 +93,7 @@ def test_bad_input(regression_fits):
         lambda p, b: (b["y"] - p["w"]) ** 2, {"w": jnp.zeros(())}, {"y": np.ones(5)}
     )
     with pytest.raises(ValueError, match="proper prior"):
-        laplace(flat, slt.fit_map(flat, jax.random.key(0), num_restarts=2))
+        laplace(flat, slt.fit_map(flat, jax.random.key(0), slt.MAPFit(num_restarts=2)))
 
 
 def test_plots_return_figures(regression_fits):

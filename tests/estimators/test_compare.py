@@ -8,10 +8,10 @@ import matplotlib
 import numpy as np
 import pytest
 
-from slt import models, truth
+from slt import NUTS, ComparisonPlan, models, truth
 from slt.estimators import compare
-from slt.estimators.compare import CAVEATS
-from slt.estimators.sbic import sbic_gaussian_mixtures
+from slt.estimators.evidence.compare import CAVEATS
+from slt.estimators.evidence.sbic import sbic_gaussian_mixtures
 from slt.results import load
 from slt.validation import InputError
 
@@ -34,10 +34,9 @@ def test_compare_nested_regressions_picks_the_true_dimension():
              "d=3": case.log_evidence}
     methods = ("bic", "laplace", "wbic", "rlct", "loo")  # free_energy: tested on its own
     short = {"num_warmup": 500, "num_samples": 500}  # rlct's 4 chains and LOO's: one program
-    result = compare(problems, jax.random.key(0), methods=methods,
-                     rlct_options={"multipliers": (0.5, 1, 2, 4), "num_chains": 1, **short},
-                     loo_options=short,
-                     sampler="nuts", progress=False)
+    plan = ComparisonPlan(multipliers=(0.5, 1, 2, 4), rlct=NUTS(num_chains=1, **short),
+                          loo=NUTS(**short))
+    result = compare(problems, jax.random.key(0), methods=methods, plan=plan, progress=False)
     table = result.table
     assert list(table.index) == ["d=2", "d=3"] and list(table["d"]) == [2, 3]
     for column in ("nll_hat", "bic", "laplace", "wbic", "wbic_se", "rlct", "rlct_se",
@@ -67,12 +66,13 @@ def test_bad_input():
         compare({"a": problem}, jax.random.key(0), methods=("bic", "aic"))
     with pytest.raises(ValueError, match="empty"):
         compare({}, jax.random.key(0))
-    # on the tempered path nothing would read NUTS settings: refused, not ignored
-    with pytest.raises(InputError, match=r"rlct_options \['num_warmup'\].*sampler='nuts'"):
-        compare({"a": problem}, jax.random.key(0), methods=("rlct",),
-                rlct_options={"multipliers": (1, 2), "num_warmup": 100})
-    with pytest.raises(InputError, match=r"loo_options \['num_chains'\].*take no options"):
-        compare({"a": problem}, jax.random.key(0), loo_options={"num_chains": 2})
+    # a column's configuration is a value: anything else is refused, not ignored
+    with pytest.raises(InputError, match="rlct must be a sampler value; available: Tempering"):
+        ComparisonPlan(rlct="nuts")
+    with pytest.raises(InputError, match="loo must be None .* or a NUTS value, got dict"):
+        ComparisonPlan(loo={"num_chains": 2})
+    with pytest.raises(InputError, match="plan must be a ComparisonPlan value, got dict"):
+        compare({"a": problem}, jax.random.key(0), plan={"multipliers": (1, 2)})
 
 
 @pytest.mark.heavy

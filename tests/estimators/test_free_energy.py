@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from slt.estimators import free_energy
-from slt.estimators.free_energy import thermodynamic_integral
-from slt.samplers import tempering
+from slt.estimators.evidence.free_energy import thermodynamic_integral
+from slt.samplers import Tempering, tempering
 
 from .evidence_cases import (
     conjugate_regression,
@@ -40,7 +40,7 @@ def test_conjugate_regression_within_three_se_and_a_third_of_a_nat(regression_fr
 
 def test_hmc_moves_alone_are_exact_too():
     case = conjugate_regression()
-    result = free_energy(case.problem, jax.random.key(1), kernel="hmc", progress=False)
+    result = free_energy(case.problem, jax.random.key(1), Tempering(kernel="hmc"), progress=False)
     exact = -case.log_evidence
     assert abs(result.free_energy - exact) < 3 * result.std_error
     assert np.all(np.isnan(result.run.independence_acceptance))
@@ -80,7 +80,8 @@ def test_product_model_within_a_third_of_a_nat_of_quadrature():
 @pytest.mark.heavy
 def test_two_component_mixture_within_a_third_of_a_nat_of_quadrature():
     case = two_component_mixture()
-    result = free_energy(case.problem, jax.random.key(2), num_particles=500, progress=False)
+    result = free_energy(case.problem, jax.random.key(2), Tempering(num_particles=500),
+                         progress=False)
     assert abs(result.free_energy + case.log_evidence) < 0.3
     assert abs(result.free_energy + case.log_evidence) < 4 * result.std_error + 0.05
 
@@ -120,6 +121,8 @@ def test_bad_input():
     with pytest.raises(ValueError, match="available: auto, smc, importance, ti, nested"):
         free_energy(problem, jax.random.key(0), method="bridge")
     with pytest.raises(ValueError, match="num_copies"):
-        free_energy(problem, jax.random.key(0), num_copies=1)
+        free_energy(problem, jax.random.key(0), Tempering(num_copies=1))
     with pytest.raises(ValueError, match="target_ess"):
-        free_energy(problem, jax.random.key(0), target_ess=1.0)
+        free_energy(problem, jax.random.key(0), Tempering(target_ess=1.0))
+    with pytest.raises(ValueError, match="sampler must be a NestedSampling value"):
+        free_energy(problem, jax.random.key(0), Tempering(), method="nested")

@@ -25,11 +25,13 @@ import numpy as np
 import pytest
 
 import slt
-from slt import Problem
+from slt import LocalPosterior, Problem, RunPlan
+from slt.samplers import SGLD
 
 N, NBETA, GAMMA, STEP = 40, 10.0, 1.0, 0.02
-RUN = dict(num_chains=32, num_samples=3000, num_warmup=200, step_size=STEP, gamma=GAMMA,
-           nbeta=NBETA, batch_size=N, mala_every=0, progress=False)
+RUN = dict(posterior=LocalPosterior(gamma=GAMMA, nbeta=NBETA),
+           sampler=SGLD(step_size=STEP, batch_size=N, mala_every=0),
+           plan=RunPlan(num_chains=32, num_samples=3000, num_warmup=200, progress=False))
 
 
 def _gaussian_nll(params, batch):
@@ -112,8 +114,9 @@ def test_susceptibilities_match_the_gaussian_closed_form(regression):
     problem, params, x, y, w_star, query = regression
     components = {"w0": {"w": np.array([True, False])}, "both": {"w": np.array([True, True])}}
     first = np.arange(10)
-    result = slt.susceptibilities(problem, params, jax.random.key(3), components=components,
-                                  subsets={"first": first, "query": query}, **RUN)
+    result = slt.susceptibilities(problem, params, jax.random.key(3),
+                                  {"first": first, "query": query}, components=components,
+                                  **RUN)
     x_all = np.concatenate([x, query["x"]])
     r_all = np.concatenate([y - x @ w_star, query["y"] - query["x"] @ w_star])
     reference = np.r_[np.full(N, 1 / N), np.zeros(3)]
@@ -155,9 +158,10 @@ def test_regular_limit_bif_is_the_classical_influence_function():
     classical = -gradients[:n] @ np.linalg.solve(hessian, gradients[n:].T)
     problem = Problem.from_loss(_logistic_nll, {"w": jnp.zeros(3)}, {"x": x[:n], "y": y[:n]})
     result = slt.bif(problem, {"w": jnp.asarray(w)}, jax.random.key(5),
-                     {"x": x[n:], "y": y[n:]}, num_chains=8, num_samples=2000,
-                     num_warmup=500, step_size=2e-3, batch_size=n, mala_every=0, every=5,
-                     progress=False)
+                     {"x": x[n:], "y": y[n:]},
+                     sampler=SGLD(step_size=2e-3, batch_size=n, mala_every=0),
+                     plan=RunPlan(num_chains=8, num_samples=2000, num_warmup=500,
+                                  observe_every=5, progress=False))
     scaled = result.influence_function()
     correlation = np.corrcoef(scaled.ravel(), classical.ravel())[0, 1]
     scale = np.sum(scaled * classical) / np.sum(classical**2)
@@ -181,26 +185,26 @@ def test_regular_limit_bif_is_the_classical_influence_function():
         (lambda p, w: slt.bif(p, w, jax.random.key(0), {"x": np.zeros((2, 2)),
                                                         "y": np.zeros(3)}),
          "different numbers of examples"),
-        (lambda p, w: slt.bif(p, w, jax.random.key(0), np.array([0]), every=0), "every"),
-        (lambda p, w: slt.bif(p, w, jax.random.key(0), np.array([0]), extrapolate=True),
-         "extrapolate=True is not supported"),
-        (lambda p, w: slt.susceptibilities(p, w, jax.random.key(0),
-                                           components={"w0": {"w": np.array([True])}},
-                                           subsets=[np.arange(3)]),
+        (lambda p, w: slt.bif(p, w, jax.random.key(0), np.array([0]),
+                              plan=RunPlan(observe_every=0)), "observe_every"),
+        (lambda p, w: slt.bif(p, w, jax.random.key(0), np.array([0]),
+                              sampler=SGLD(extrapolate=True)),
+         r"SGLD\(extrapolate=True\) is not supported"),
+        (lambda p, w: slt.susceptibilities(p, w, jax.random.key(0), [np.arange(3)],
+                                           components={"w0": {"w": np.array([True])}}),
          r"part 'w0': restrict_to\['w'\] has shape \(1,\)"),
-        (lambda p, w: slt.susceptibilities(p, w, jax.random.key(0), subsets={}), "subsets is "
-         "empty"),
+        (lambda p, w: slt.susceptibilities(p, w, jax.random.key(0), {}), "subsets is empty"),
         (lambda p, w: slt.susceptibilities(p, w, jax.random.key(0),
-                                           subsets={"none": np.array([], int)}),
+                                           {"none": np.array([], int)}),
          "subset 'none' is empty"),
-        (lambda p, w: slt.susceptibilities(p, w, jax.random.key(0), subsets=[np.arange(2)],
-                                           reference={"x": np.zeros((1, 2)), "y": np.zeros(1)}),
+        (lambda p, w: slt.susceptibilities(p, w, jax.random.key(0), slt.DataShifts(
+            [np.arange(2)], reference={"x": np.zeros((1, 2)), "y": np.zeros(1)})),
          "reference must be None or a 1-D array of indices"),
         (lambda p, w: slt.susceptibilities(p, w, jax.random.key(0),
-                                           subsets={"far": np.array([0, 99])}),
+                                           {"far": np.array([0, 99])}),
          "subset 'far' has index 99 outside the training data"),
-        (lambda p, w: slt.susceptibilities(p, w, jax.random.key(0), subsets=[np.arange(2)],
-                                           reference=np.array([0.5])),
+        (lambda p, w: slt.susceptibilities(p, w, jax.random.key(0), slt.DataShifts(
+            [np.arange(2)], reference=np.array([0.5]))),
          "reference must be a 1-D array of integer indices"),
     ],
 )
@@ -214,7 +218,7 @@ def test_susceptibilities_gather_the_observed_examples_once(regression, monkeypa
     """Subsets and a reference given as indices are checked, not gathered one by one: an eager
     gather compiles once per number of indices (~30 ms on CPU; ten digit classes of different
     sizes cost 2.4 s of a notebook's 5.6 s call). Only the union of their indices is taken."""
-    from slt.estimators.susceptibilities import _readouts
+    from slt.estimators.local.susceptibilities import _readouts
 
     problem, _, x, *_ = regression
     taken = []

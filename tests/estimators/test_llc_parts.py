@@ -1,5 +1,6 @@
-"""The weight-refined LLC (`llc(restrict_to=...)`, `llc_table`): exact values of one layer of a
-trained deep linear network, bitwise agreement with the unrestricted run, refusals."""
+"""The weight-refined LLC (`llc` with `LocalPosterior(restrict_to=...)`, `llc_table`): exact
+values of one layer of a trained deep linear network, bitwise agreement with the unrestricted
+run, refusals."""
 
 import warnings
 
@@ -10,8 +11,10 @@ import numpy as np
 import pytest
 
 import slt
-from slt import models
-from slt.samplers.local_chains import run_chains
+from slt import LocalPosterior, RunPlan, models
+from slt.fit import MAPFit
+from slt.samplers import SGLD, Calibration
+from slt.samplers.local_chains import ChainTargets, run_chains
 
 matplotlib.use("Agg")
 
@@ -40,8 +43,8 @@ def trained_dln():
                                       @ rotations[l].T) for l in range(len(WIDTHS) - 1)}
     spec = models.deep_linear_network(WIDTHS)
     problem = spec.problem(spec.simulate(jax.random.key(1), truth, 2000))
-    w_star = slt.fit_map(problem, jax.random.key(2), prior=False,
-                         init=problem.unconstrain(truth), num_restarts=1).params
+    w_star = slt.fit_map(problem, jax.random.key(2), MAPFit(num_restarts=1), prior=False,
+                         init=problem.unconstrain(truth)).params
     return problem, w_star
 
 
@@ -52,8 +55,9 @@ def test_every_layer_of_a_trained_deep_linear_network_within_ten_percent(trained
     assert exact == [5.0, 4.0, 3.0, 3.0]  # not d_V / 2 = 10, 4, 4, 6: the bottleneck shows
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no diagnostic warning: the chains are at temperature
-        table = slt.llc_table(problem, w_star, jax.random.key(3), num_samples=3000,
-                              num_warmup=1000, step_size=2.5e-4, progress=False)
+        table = slt.llc_table(problem, w_star, jax.random.key(3),
+                              sampler=SGLD(step_size=2.5e-4),
+                              plan=RunPlan(num_samples=3000, num_warmup=1000, progress=False))
     assert table.parts == ("W1", "W2", "W3", "W4")
     for part, value in zip(table.parts, exact, strict=True):
         result = table[part]
@@ -71,15 +75,16 @@ def test_every_layer_of_a_trained_deep_linear_network_within_ten_percent(trained
 
 def test_restricting_to_every_weight_reproduces_llc_bitwise(linear_case):
     problem, w_star = linear_case
-    settings = dict(num_chains=2, num_samples=200, num_warmup=100, step_size=2e-5,
-                    progress=False)
+    settings = dict(sampler=SGLD(step_size=2e-5),
+                    plan=RunPlan(num_chains=2, num_samples=200, num_warmup=100, progress=False))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a short run's diagnostics are beside the point
         plain = slt.llc(problem, w_star, jax.random.key(4), **settings)
-        whole_leaf = slt.llc(problem, w_star, jax.random.key(4), restrict_to={"w": True},
-                             **settings)
+        whole_leaf = slt.llc(problem, w_star, jax.random.key(4),
+                             posterior=LocalPosterior(restrict_to={"w": True}), **settings)
         elementwise = slt.llc(problem, w_star, jax.random.key(4),
-                              restrict_to={"w": np.ones(3, bool)}, **settings)
+                              posterior=LocalPosterior(restrict_to={"w": np.ones(3, bool)}),
+                              **settings)
     for restricted in (whole_leaf, elementwise):
         for name in ("loss_trace", "center_loss_trace", "distance_trace"):
             np.testing.assert_array_equal(getattr(restricted, name), getattr(plain, name))
@@ -90,10 +95,12 @@ def test_restricting_to_every_weight_reproduces_llc_bitwise(linear_case):
 
 def test_unselected_weights_stay_exactly_at_the_centre(linear_case):
     problem, w_star = linear_case
-    mask = np.array([[True, False, True], [False, True, False]])  # one mask per chain
-    trace = run_chains(problem, w_star, jax.random.key(5), num_chains=2, num_steps=50,
-                       step_size=2e-5, gamma=1.0, nbeta=200.0, batch_size=100, mask=mask,
-                       progress=False)
+    mask = np.array([[True, False, True], [False, True, False]])  # one part per mask
+    targets = ChainTargets(step_size=np.full(2, 2e-5), gamma=np.full(2, 1.0),
+                           nbeta=np.full(2, 200.0), mask=mask)
+    trace = run_chains(problem, w_star, jax.random.key(5), targets,
+                       sampler=SGLD(batch_size=100),
+                       plan=RunPlan(num_chains=1, num_warmup=0, num_samples=50, progress=False))
     center = np.asarray(problem.ravel(w_star))
     moved = trace.final_position != center
     np.testing.assert_array_equal(moved, mask)
@@ -111,16 +118,24 @@ def test_unselected_weights_stay_exactly_at_the_centre(linear_case):
 def test_bad_masks_are_named(linear_case, restrict_to, message):
     problem, w_star = linear_case
     with pytest.raises(slt.InputError, match=message):
-        slt.llc(problem, w_star, jax.random.key(0), restrict_to=restrict_to, progress=False)
+        slt.llc(problem, w_star, jax.random.key(0),
+                posterior=LocalPosterior(restrict_to=restrict_to),
+                plan=RunPlan(progress=False))
     with pytest.raises(slt.InputError, match=f"part 'bad'.*{message}"):
         slt.llc_table(problem, w_star, jax.random.key(0), parts={"bad": restrict_to},
-                      step_size=1e-5, progress=False)
+                      sampler=SGLD(step_size=1e-5), plan=RunPlan(progress=False))
 
 
 def test_table_options_are_llcs(linear_case):
+    """llc_table takes llc's values and nothing else; the parts are its restrictions."""
     problem, w_star = linear_case
-    with pytest.raises(slt.InputError, match="unknown llc option.*'num_sample'"):
+    with pytest.raises(TypeError, match="num_sample"):
         slt.llc_table(problem, w_star, jax.random.key(0), num_sample=10)
+    with pytest.raises(slt.InputError, match="plan must be a slt.RunPlan"):
+        slt.llc_table(problem, w_star, jax.random.key(0), plan={"num_samples": 10})
+    with pytest.raises(slt.InputError, match="restricts every part itself"):
+        slt.llc_table(problem, w_star, jax.random.key(0),
+                      posterior=LocalPosterior(restrict_to={"w": True}))
     with pytest.raises(slt.InputError, match="parts is empty"):
         slt.llc_table(problem, w_star, jax.random.key(0), parts={})
     assert list(slt.leaf_parts({"a": jnp.zeros(2), "b": jnp.zeros((2, 2))})) == ["a", "b"]
@@ -129,13 +144,15 @@ def test_table_options_are_llcs(linear_case):
 def test_auto_step_size_calibrates_each_part_on_its_own(linear_case):
     problem, w_star = linear_case
     parts = {"w0": {"w": np.array([True, False, False])}, "all": {"w": True}}
-    calibration = {"num_samples": 400, "num_warmup": 400, "step_sizes": [1e-4, 3e-4]}
+    sampler = SGLD(step_size=Calibration(num_samples=400, num_warmup=400,
+                                         step_sizes=[1e-4, 3e-4]))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        table = slt.llc_table(problem, w_star, jax.random.key(6), parts, num_samples=200,
-                              num_warmup=100, calibration=calibration, progress=False)
+        table = slt.llc_table(problem, w_star, jax.random.key(6), parts, sampler=sampler,
+                              plan=RunPlan(num_samples=200, num_warmup=100, progress=False))
         alone = slt.llc_calibrate(problem, w_star, jax.random.fold_in(
-            jax.random.split(jax.random.key(6))[0], 0), restrict_to=parts["w0"],
-            progress=False, **calibration)
+            jax.random.split(jax.random.key(6))[0], 0),
+            posterior=LocalPosterior(restrict_to=parts["w0"]), sampler=sampler,
+            progress=False)
     assert table["w0"].step_size == alone.step_size
     assert {table[part].step_size for part in parts} <= {1e-4, 3e-4}

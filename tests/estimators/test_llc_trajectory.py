@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import slt
-from slt import models
-from slt.samplers import local_chains
+from slt import LocalPosterior, RunPlan, models
+from slt.samplers import SGLD, local_chains
 
 matplotlib.use("Agg")
 
@@ -34,13 +34,17 @@ def training_run():
     return problem, checkpoints
 
 
-def _run(problem, checkpoints, **options):
-    settings = dict(num_chains=2, num_samples=500, num_warmup=200, step_size=2e-4,
-                    steps=20 * np.arange(len(checkpoints)), progress=False)
+def _run(problem, checkpoints, *, checkpoint=None, **options):
+    """The trajectory of `checkpoints` taken every 20 training steps (`checkpoint`: the
+    plan's progress file; `options`: llc_trajectory's own keywords)."""
+    plan = RunPlan(num_chains=2, num_samples=500, num_warmup=200, checkpoint=checkpoint,
+                   progress=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # early checkpoints are no minima: llc says so
-        return slt.llc_trajectory(problem, checkpoints, jax.random.key(1),
-                                  **(settings | options))
+        return slt.llc_trajectory(problem, dict(zip(20 * np.arange(len(checkpoints)),
+                                                    checkpoints, strict=True)),
+                                  jax.random.key(1), sampler=SGLD(step_size=2e-4), plan=plan,
+                                  **options)
 
 
 def test_twenty_checkpoints_compile_once_and_reach_the_exact_value(training_run, tmp_path):
@@ -80,17 +84,19 @@ def test_a_checkpointed_trajectory_is_rebuilt_from_its_files(training_run, tmp_p
 @pytest.mark.parametrize(
     "arguments, message",
     [
-        ({"checkpoints": []}, "non-empty sequence"),
-        ({"checkpoints": [{"w": jnp.zeros(2)}]}, r"checkpoints\[0\]"),
-        ({"steps": [0, 1]}, "one per checkpoint"),
-        ({"calibrate_at": 3}, "calibrate_at must index"),
-        ({"checkpoints_per_run": 0}, "checkpoints_per_run"),
-        ({"restrict_to": {"w": False}}, "selects no weight"),
+        (lambda c: {"checkpoints": []}, "non-empty sequence"),
+        (lambda c: {"checkpoints": [{"w": jnp.zeros(2)}]}, r"checkpoints\[0\]"),
+        # the training steps are the mapping's keys: one that is not a finite number
+        (lambda c: {"checkpoints": {0: c[0], float("nan"): c[1]}}, "one per checkpoint"),
+        (lambda c: {"calibrate_at": 3}, "calibrate_at must index"),
+        (lambda c: {"checkpoints_per_run": 0}, "checkpoints_per_run"),
+        (lambda c: {"posterior": LocalPosterior(restrict_to={"w": False})},
+         "selects no weight"),
     ],
 )
 def test_bad_arguments_are_named(training_run, arguments, message):
     problem, checkpoints = training_run
-    arguments = {"checkpoints": checkpoints[:3]} | arguments
+    arguments = {"checkpoints": checkpoints[:3]} | arguments(checkpoints)
     with pytest.raises(slt.InputError, match=message):
         slt.llc_trajectory(problem, arguments.pop("checkpoints"), jax.random.key(0),
                            **arguments)

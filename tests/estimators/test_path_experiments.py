@@ -32,7 +32,7 @@ pytestmark = pytest.mark.slow
 def test_watanabe_rrr_lambda_from_temperatures(H):
     problem = _watanabe_problems(0)[f"H={H}"]
     exact = float(truth.rrr_rlct(WATANABE["M"], WATANABE["N"], H, WATANABE["true_rank"]).value)
-    result = slt.rlct(problem, jax.random.key(H), sampler="nuts", max_tree_depth=8,
+    result = slt.rlct(problem, jax.random.key(H), sampler=slt.NUTS(max_tree_depth=8),
                       progress=False)
     print(f"H={H}: lambda_hat = {result.rlct:.3f} ± {result.std_error:.3f} (exact {exact}), "
           f"m_hat = {result.multiplicity}, window {result.window}")
@@ -64,8 +64,8 @@ def test_label_switching_mixture_wbic_by_the_path_matches_a_long_reference():
         path = slt.wbic(problem, jax.random.key(0), progress=False)
     assert path.sampler == "smc"
     assert not [w for w in caught if "R-hat" in str(w.message)]
-    reference = slt.wbic(problem, jax.random.key(1), sampler="nuts", num_chains=16,
-                         num_warmup=1000, num_samples=4000, progress=False)
+    reference = slt.wbic(problem, jax.random.key(1), sampler=slt.NUTS(
+        num_chains=16, num_warmup=1000, num_samples=4000), progress=False)
     # the NUTS chains do switch labels: the order of the two means changes within chains
     means = reference.inference_data.posterior["means"].values[..., 0]  # (chain, draw, K)
     ordered = np.mean(means[..., 0] < means[..., 1], axis=1)

@@ -10,7 +10,8 @@ import pytest
 pytest.importorskip("blackjax", reason="nested sampling needs blackjax (slt[nested])")
 
 import slt
-from slt.estimators.free_energy import disagreement
+from slt import NUTS, ComparisonPlan, NestedSampling, Tempering
+from slt.estimators.evidence.free_energy import disagreement
 from slt.validation import InputError
 
 from .evidence_cases import conjugate_regression, spike_and_slab
@@ -28,8 +29,8 @@ def test_disagreement_needs_four_combined_errors_and_a_tenth_of_a_nat():
 @pytest.fixture(scope="module")
 def regression_nested():
     case = conjugate_regression()
-    result = slt.free_energy(case.problem, jax.random.key(3), method="nested",
-                             num_particles=400, num_copies=2, progress=False)
+    result = slt.free_energy(case.problem, jax.random.key(3),
+                             NestedSampling(num_live=400, num_runs=2), progress=False)
     return case, result
 
 
@@ -67,15 +68,19 @@ def test_compare_flags_the_references_when_tempering_misses_a_phase_transition()
     """Slow (30 s): the fast suite keeps the agreement rule (above), nested sampling against
     exact answers (tests/samplers/test_nested.py) and its result's protocol."""
     case = spike_and_slab()
-    sampler = {"prior_sampler": case.prior_sampler, "num_particles": 200, "num_copies": 2}
     # the default termination (1e-2) stops nested sampling on the flat top of the slab,
-    # before the spike shows: it must run on until the live points hold 1e-8 of Z
+    # before the spike shows: it must run on until the live points hold 1e-8 of Z. The
+    # tempered columns get samplers of their own, so the reference F's ladder has no
+    # waypoints (none of them is run here).
+    plan = ComparisonPlan(
+        free_energy=Tempering(num_particles=200, num_copies=2, prior_sampler=case.prior_sampler),
+        nested=NestedSampling(num_live=200, num_runs=2, termination=1e-8,
+                              prior_sampler=case.prior_sampler),
+        rlct=NUTS(), loo=NUTS(),
+    )
     with pytest.warns(UserWarning, match="references disagree"):
-        result = slt.compare(
-            {"spike": case.problem}, jax.random.key(0), methods=("free_energy", "nested"),
-            sampler="nuts", free_energy_options=sampler,
-            nested_options=sampler | {"termination": 1e-8}, progress=False,
-        )
+        result = slt.compare({"spike": case.problem}, jax.random.key(0),
+                             methods=("free_energy", "nested"), plan=plan, progress=False)
     row = result.table.loc["spike"]
     exact = -case.log_evidence
     assert abs(row["nested"] - exact) < 4 * row["nested_se"]
@@ -92,11 +97,9 @@ def test_compare_reports_agreeing_references_on_the_exact_case():
     (tests/samplers/test_nested.py), the agreement rule (above) and compare with both
     references (the spike)."""
     case = conjugate_regression()
-    result = slt.compare(
-        {"regression": case.problem}, jax.random.key(1), methods=("free_energy", "nested"),
-        free_energy_options={"num_copies": 2}, nested_options={"num_copies": 2},
-        progress=False,
-    )
+    plan = ComparisonPlan(free_energy=Tempering(num_copies=2), nested=NestedSampling(num_runs=2))
+    result = slt.compare({"regression": case.problem}, jax.random.key(1),
+                         methods=("free_energy", "nested"), plan=plan, progress=False)
     row = result.table.loc["regression"]
     assert row["references_agree"]
     assert abs(row["nested"] + case.log_evidence) < 4 * row["nested_se"]

@@ -6,9 +6,14 @@ import matplotlib
 import numpy as np
 import pytest
 
-from slt import models
+from slt import NUTS, models
 from slt.estimators import rlct
-from slt.estimators.rlct import _regression, range_warning
+from slt.estimators.evidence.rlct import (
+    _regression,
+    inverse_temperatures,
+    range_warning,
+    temperatures,
+)
 from slt.validation import InputError
 
 from .evidence_cases import conjugate_regression, product_model, regression_fit
@@ -21,7 +26,7 @@ def test_regular_model_gives_half_d():
     case = conjugate_regression()
     fit = regression_fit(prior=False)
     result = rlct(case.problem, jax.random.key(1), fit=fit, multipliers=(0.5, 1, 2, 4),
-                  sampler="nuts", num_chains=1, progress=False)
+                  sampler=NUTS(num_chains=1), progress=False)
     assert abs(result.rlct - 1.5) < 4 * result.std_error
     assert abs(result.two_temperature - 1.5) < 4 * result.two_temperature_std_error
     assert result.multiplicity == 1 and result.multiplicity_interval[0] == 1
@@ -60,7 +65,7 @@ def test_product_model_lambda_within_thirty_percent_of_a_half():
     expectations the two-temperature estimator gives 0.33 here, the three-term fit 0.44."""
     case = product_model()
     result = rlct(case.problem, jax.random.key(3), multipliers=np.geomspace(0.25, 4, 9),
-                  sampler="nuts", num_samples=4000, target_accept_prob=0.95, progress=False)
+                  sampler=NUTS(num_samples=4000, target_acceptance=0.95), progress=False)
     assert abs(result.rlct - 0.5) < 0.3 * 0.5
     assert result.std_error < 0.06
 
@@ -88,5 +93,15 @@ def test_temperatures_above_one_on_the_smc_path_get_a_clear_error():
     complaining about waypoints the user never passed."""
     spec = models.linear_regression(1)
     problem = spec.problem(spec.simulate(jax.random.key(0), {"w": jnp.ones(1)}, 50))
-    with pytest.raises(InputError, match=r"cannot reach beta = 1.02.*sampler='nuts'"):
+    with pytest.raises(InputError, match=r"cannot reach beta = 1.02.*sampler=NUTS\(\)"):
         rlct(problem, jax.random.key(1), progress=False)
+
+
+def test_inverse_temperatures_and_the_deprecated_name():
+    """`inverse_temperatures` is named for what it returns; the old name `temperatures` still
+    works for one release, with a DeprecationWarning."""
+    betas = inverse_temperatures(100, (0.5, 1.0, 2.0))
+    np.testing.assert_allclose(betas, np.array([0.5, 1.0, 2.0]) / np.log(100))
+    with pytest.warns(DeprecationWarning, match="use inverse_temperatures"):
+        old = temperatures(100, (0.5, 1.0, 2.0))
+    np.testing.assert_array_equal(old, betas)

@@ -1,6 +1,6 @@
-"""The singular BIC (slt.estimators.sbic): the fixed point against hand-solved quadratics, its
-defining equations, the BIC limit, numerical stability at n = 1e6, bad input, and the
-learning-coefficient tables (slt.truth) it uses."""
+"""The singular BIC (slt.estimators.evidence.sbic): the fixed point against hand-solved
+quadratics, its defining equations, the BIC limit, numerical stability at n = 1e6, bad input,
+and the learning-coefficient tables (slt.truth) it uses."""
 
 import dataclasses
 import doctest
@@ -16,7 +16,7 @@ import pytest
 from scipy.special import logsumexp
 
 from slt import models, truth
-from slt.estimators.sbic import (
+from slt.estimators.evidence.sbic import (
     SBICResult,
     plug_in_learning_coefficients,
     sbic,
@@ -26,8 +26,8 @@ from slt.estimators.sbic import (
 from slt.results import load
 from slt.validation import InputError
 
-# the module (slt.estimators.sbic is also the name of the function it exports)
-sbic_module = sys.modules["slt.estimators.sbic"]
+# the module (slt.estimators.evidence.sbic is also the name of the function it exports)
+sbic_module = sys.modules["slt.estimators.evidence.sbic"]
 
 matplotlib.use("Agg")
 NAN = math.nan

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from slt import models, truth
+from slt import NUTS, ComparisonPlan, models, truth
 from slt.estimators import compare
 
 WATANABE = truth.watanabe_wbic_experiment()
@@ -38,7 +38,7 @@ def test_watanabe_reduced_rank_experiment_wbic_selects_the_true_rank():
     for seed in range(5):
         result = compare(_watanabe_problems(seed), jax.random.key(100 + seed),
                          methods=("bic", "laplace", "wbic"),
-                         wbic_options={"num_chains": 2, "max_tree_depth": 8}, sampler="nuts",
+                         plan=ComparisonPlan(wbic=NUTS(num_chains=2, max_tree_depth=8)),
                          progress=False)
         choices.append(result.choices["wbic"])
         tables.append(result.table)

@@ -5,10 +5,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from slt.estimators.compare import _choose
-from slt.estimators.free_energy import free_energy
-from slt.estimators.rlct import _best_fit, rlct_from_draws
-from slt.estimators.wbic import copies_std_error, smc_draws, summarise_draws, wbic_beta
+from slt.estimators.evidence.compare import _choose
+from slt.estimators.evidence.free_energy import free_energy
+from slt.estimators.evidence.rlct import _best_fit, rlct_from_draws
+from slt.estimators.evidence.wbic import copies_std_error, smc_draws, summarise_draws, wbic_beta
 
 from .evidence_cases import conjugate_regression
 

@@ -9,8 +9,9 @@ import pytest
 from jax.scipy.stats import norm
 
 import slt
+from slt import NUTS, TemperedSGLD
 from slt.estimators import wbic
-from slt.estimators.wbic import SAMPLERS, TemperedDraws, summarise_draws, wbic_beta
+from slt.estimators.evidence.wbic import SAMPLERS, TemperedDraws, summarise_draws, wbic_beta
 
 from .evidence_cases import conjugate_regression
 
@@ -20,7 +21,7 @@ matplotlib.use("Agg")
 @pytest.fixture(scope="module")
 def regression_wbic():
     case = conjugate_regression()
-    return case, wbic(case.problem, jax.random.key(0), sampler="nuts", progress=False)
+    return case, wbic(case.problem, jax.random.key(0), sampler=NUTS(), progress=False)
 
 
 def test_wbic_matches_the_closed_form_within_four_standard_errors(regression_wbic):
@@ -48,7 +49,7 @@ def test_wbic_reports_draws_as_inference_data(regression_wbic):
 
 def test_any_beta_can_be_asked_for():
     case = conjugate_regression()
-    result = wbic(case.problem, jax.random.key(1), sampler="nuts", beta=1.0, progress=False)
+    result = wbic(case.problem, jax.random.key(1), sampler=NUTS(), beta=1.0, progress=False)
     assert result.beta == 1.0
     assert abs(result.wbic - case.expected_nll(1.0)) < 4 * result.std_error
 
@@ -57,8 +58,8 @@ def test_any_beta_can_be_asked_for():
 def test_sgld_sampler_matches_the_closed_form_within_four_standard_errors():
     """Minibatch SGLD with the automatic step size and step-size extrapolation."""
     case = conjugate_regression()
-    result = wbic(case.problem, jax.random.key(3), sampler="sgld", num_warmup=1000,
-                  num_samples=2000, batch_size=64, progress=False)
+    result = wbic(case.problem, jax.random.key(3), sampler=TemperedSGLD(
+        num_warmup=1000, num_samples=2000, batch_size=64), progress=False)
     exact = case.expected_nll(wbic_beta(case.problem.n))
     assert result.sampler == "sgld" and result.nll.shape == (4, 2000)
     assert abs(result.wbic - exact) < 4 * result.std_error
@@ -69,16 +70,17 @@ def test_sgld_sampler_matches_the_closed_form_within_four_standard_errors():
 def test_sgld_sampler_rejects_a_bad_step_size_and_reports_divergence():
     case = conjugate_regression()
     with pytest.raises(ValueError, match="step_size"):
-        wbic(case.problem, jax.random.key(0), sampler="sgld", step_size=-1.0, progress=False)
+        wbic(case.problem, jax.random.key(0), sampler=TemperedSGLD(step_size=-1.0),
+             progress=False)
     no_prior = slt.Problem.from_loss(
         lambda params, batch: (batch["y"] - batch["x"] @ params["w"]) ** 2,
         {"w": jnp.zeros(3)}, case.problem.data,
     )
     with pytest.raises(ValueError, match="proper prior"):
-        wbic(no_prior, jax.random.key(0), sampler="sgld", progress=False)
+        wbic(no_prior, jax.random.key(0), sampler=TemperedSGLD(), progress=False)
     with pytest.raises(FloatingPointError, match="try step_size"):
-        wbic(case.problem, jax.random.key(0), sampler="sgld", step_size=10.0, num_warmup=10,
-             num_samples=10, progress=False)
+        wbic(case.problem, jax.random.key(0), sampler=TemperedSGLD(
+            step_size=10.0, num_warmup=10, num_samples=10), progress=False)
 
 
 def test_from_loss_problem_gives_the_same_answer():
@@ -93,7 +95,7 @@ def test_from_loss_problem_gives_the_same_answer():
         return jnp.sum(norm.logpdf(params["w"], 0.0, 2.0**-0.5))
 
     problem = slt.Problem.from_loss(nll, {"w": jnp.zeros(3)}, data, log_prior=log_prior)
-    result = wbic(problem, jax.random.key(2), sampler="nuts", num_warmup=500, num_samples=500,
+    result = wbic(problem, jax.random.key(2), sampler=NUTS(num_warmup=500, num_samples=500),
                   progress=False)
     exact = case.expected_nll(wbic_beta(problem.n))
     assert abs(result.wbic - exact) < 4 * result.std_error
@@ -118,13 +120,15 @@ def test_divergences_and_non_finite_draws_are_flagged():
 
 def test_bad_input():
     case = conjugate_regression()
-    with pytest.raises(ValueError, match="available: nuts"):
+    with pytest.raises(ValueError, match="available: Tempering.*NUTS"):
         wbic(case.problem, jax.random.key(0), sampler="hmc")
-    assert "nuts" in SAMPLERS
+    assert NUTS in SAMPLERS
     with pytest.raises(ValueError, match="beta"):
         wbic(case.problem, jax.random.key(0), beta=0.0)
     with pytest.raises(ValueError, match="num_chains"):
-        wbic(case.problem, jax.random.key(0), num_chains=0)
+        wbic(case.problem, jax.random.key(0), sampler=NUTS(num_chains=0))
+    with pytest.raises(ValueError, match="init: tempered SMC starts from exact prior draws"):
+        wbic(case.problem, jax.random.key(0), init={"w": jnp.zeros(3)}, progress=False)
     with pytest.raises(ValueError, match="n >= 2"):
         wbic_beta(1)
     flat = slt.Problem.from_loss(

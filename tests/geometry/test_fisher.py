@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from scipy import integrate
 
 from slt import models
-from slt.geometry import fisher_information
+from slt.geometry import FisherRequest, fisher_information
 
 MIXTURE = models.fixed_component_mixture()
 
@@ -37,7 +37,7 @@ def test_linear_regression_fisher_is_x_transpose_x_over_sigma_squared():
     spec = models.linear_regression(4, noise_scale=0.7)
     x = np.random.default_rng(0).normal(size=(30, 4))
     for w in (np.zeros(4), np.array([1.0, -2.0, 0.5, 3.0])):  # independent of w
-        fisher = fisher_information(spec, {"w": w}, x=x)
+        fisher = fisher_information(spec, {"w": w}, request=FisherRequest(x=x))
         np.testing.assert_allclose(fisher.matrix, x.T @ x / 30 / 0.7**2, rtol=1e-10)
 
 
@@ -51,7 +51,7 @@ def test_affine_fisher_is_identity_kron_second_moment(affine_regression):
     order = [0, 1, 2, 6, 3, 4, 5, 7]  # A[0,:], b[0], A[1,:], b[1]
     for values in ({"A": np.zeros((2, 3)), "b": np.zeros(2)},
                    {"A": rng.normal(size=(2, 3)), "b": rng.normal(size=2)}):
-        fisher = fisher_information(spec, values, x=x)
+        fisher = fisher_information(spec, values, request=FisherRequest(x=x))
         np.testing.assert_allclose(fisher.matrix[np.ix_(order, order)], expected, rtol=1e-10)
         assert fisher.rank == 8
 
@@ -62,13 +62,13 @@ def test_product_model_fisher_and_its_scaling_kernel():
     x = np.random.default_rng(2).normal(size=50)
     second_moment = np.mean(x**2)
     u, v = 0.8, -1.7
-    fisher = fisher_information(spec, {"w": [u, v]}, x=x)
+    fisher = fisher_information(spec, {"w": [u, v]}, request=FisherRequest(x=x))
     expected = second_moment * np.array([[v * v, u * v], [u * v, u * u]])
     np.testing.assert_allclose(fisher.matrix, expected, rtol=1e-10, atol=1e-14)
     assert fisher.rank == 1
     kernel = fisher.null_space()[:, 0]
     np.testing.assert_allclose(abs(kernel @ np.array([u, -v])), np.hypot(u, v), rtol=1e-10)
-    at_origin = fisher_information(spec, {"w": [0.0, 0.0]}, x=x)
+    at_origin = fisher_information(spec, {"w": [0.0, 0.0]}, request=FisherRequest(x=x))
     assert at_origin.rank == 0 and np.all(at_origin.matrix == 0)
 
 
@@ -135,7 +135,8 @@ def test_network_fisher_is_symmetric_psd(flat, noise):
     w = np.asarray(flat)
     values = {"V": w[:6].reshape(3, 2), "b": w[6:9], "U": w[9:15].reshape(2, 3), "c": w[15:],
               "noise_scale": noise}
-    _assert_symmetric_psd(fisher_information(NETWORK, values, x=NETWORK_INPUTS))
+    _assert_symmetric_psd(fisher_information(NETWORK, values,
+                                             request=FisherRequest(x=NETWORK_INPUTS)))
 
 
 def test_near_singular_eigenvalue_is_resolved_in_float64_even_when_jax_is_32_bit():
@@ -153,7 +154,8 @@ def test_unconstrained_fisher_is_the_pullback_and_keeps_rank():
     """I_u = J^T I J with J = d(pi, mu, sigma) / d(logit pi, mu, log sigma)."""
     point = {"pi": 0.3, "mu": 0.8, "sigma": 1.4}
     natural = fisher_information(MIXTURE, point)
-    unconstrained = fisher_information(MIXTURE, point, coordinates="unconstrained")
+    unconstrained = fisher_information(MIXTURE, point,
+                                       request=FisherRequest(coordinates="unconstrained"))
     jacobian = np.diag([0.3 * 0.7, 1.0, 1.4])
     np.testing.assert_allclose(unconstrained.matrix, jacobian.T @ natural.matrix @ jacobian,
                                rtol=1e-10)
@@ -165,12 +167,11 @@ def test_unconstrained_fisher_is_the_pullback_and_keeps_rank():
 def test_monte_carlo_agrees_with_exact_within_four_standard_errors():
     point = {"pi": 0.4, "mu": 1.5, "sigma": 0.8}
     exact = fisher_information(MIXTURE, point)
-    estimate = fisher_information(
-        MIXTURE, point, kind="monte_carlo", num_samples=5000, key=jax.random.key(3)
-    )
-    assert estimate.standard_error.shape == (3, 3) and np.all(estimate.standard_error > 0)
-    assert np.all(np.abs(estimate.matrix - exact.matrix) <= 4 * estimate.standard_error)
-    assert estimate.num_samples == 5000 and "5000 replicates" in repr(estimate)
+    estimate = fisher_information(MIXTURE, point, key=jax.random.key(3),
+                                  request=FisherRequest(kind="monte_carlo", num_draws=5000))
+    assert estimate.std_error.shape == (3, 3) and np.all(estimate.std_error > 0)
+    assert np.all(np.abs(estimate.matrix - exact.matrix) <= 4 * estimate.std_error)
+    assert estimate.num_draws == 5000 and "5000 replicates" in repr(estimate)
 
 
 def test_monte_carlo_regression_agrees_with_exact():
@@ -179,11 +180,10 @@ def test_monte_carlo_regression_agrees_with_exact():
     values = {"V": rng.normal(size=(3, 2)), "b": rng.normal(size=3),
               "U": rng.normal(size=(2, 3)), "c": rng.normal(size=2)}
     x = rng.normal(size=(40, 2))
-    exact = fisher_information(spec, values, x=x)
-    estimate = fisher_information(
-        spec, values, x=x, kind="monte_carlo", num_samples=200, key=jax.random.key(6)
-    )
-    assert np.all(np.abs(estimate.matrix - exact.matrix) <= 4 * estimate.standard_error + 1e-12)
+    exact = fisher_information(spec, values, request=FisherRequest(x=x))
+    estimate = fisher_information(spec, values, key=jax.random.key(6),
+                                  request=FisherRequest(x=x, kind="monte_carlo", num_draws=200))
+    assert np.all(np.abs(estimate.matrix - exact.matrix) <= 4 * estimate.std_error + 1e-12)
 
 
 def test_empirical_fisher_is_the_mean_outer_product_of_data_gradients():
@@ -192,7 +192,7 @@ def test_empirical_fisher_is_the_mean_outer_product_of_data_gradients():
     truth = {"w": np.array([0.5, -1.0, 2.0])}
     data = {k: np.asarray(v) for k, v in spec.simulate(jax.random.key(7), truth, 40).items()}
     w = np.array([0.4, -0.8, 1.5])
-    fisher = fisher_information(spec, {"w": w}, kind="empirical", data=data)
+    fisher = fisher_information(spec, {"w": w}, request=FisherRequest(kind="empirical", data=data))
     gradients = (data["y"] - data["x"] @ w)[:, None] * data["x"]
     np.testing.assert_allclose(fisher.matrix, gradients.T @ gradients / 40, rtol=1e-10)
     assert "EMPIRICAL" in repr(fisher) and "not the Fisher" in repr(fisher)
@@ -241,11 +241,12 @@ MIXTURE_POINT = {"pi": 0.5, "mu": 1.0, "sigma": 1.0}
         ({"pi": 0.5, "mu": [1.0, 2.0], "sigma": 1.0}, {}, "shape"),
         (MIXTURE_POINT, {"kind": "observed"}, "kind must be one of"),
         (MIXTURE_POINT, {"x": np.zeros((3, 1))}, "density model with no inputs"),
-        (MIXTURE_POINT, {"kind": "monte_carlo", "num_samples": 10}, "needs a PRNG key"),
-        (MIXTURE_POINT, {"kind": "monte_carlo", "key": jax.random.key(0)}, "num_samples >= 2"),
-        (MIXTURE_POINT, {"kind": "monte_carlo", "num_samples": 1, "key": jax.random.key(0)},
-         "num_samples must be >= 2"),
-        (MIXTURE_POINT, {"num_samples": 100}, "are for kind='monte_carlo'"),
+        (MIXTURE_POINT, {"kind": "monte_carlo", "num_draws": 10}, "needs a PRNG key"),
+        (MIXTURE_POINT, {"kind": "monte_carlo", "key": jax.random.key(0)}, "needs num_draws"),
+        (MIXTURE_POINT, {"kind": "monte_carlo", "num_draws": 1, "key": jax.random.key(0)},
+         "num_draws must be an integer >= 2"),
+        (MIXTURE_POINT, {"num_draws": 100}, "num_draws is for kind='monte_carlo'"),
+        (MIXTURE_POINT, {"key": jax.random.key(0)}, "key is for kind='monte_carlo'"),
         (MIXTURE_POINT, {"kind": "empirical"}, "needs data="),
         (MIXTURE_POINT, {"data": {"y": np.zeros(3)}}, "data is for kind='empirical'"),
         (MIXTURE_POINT, {"coordinates": "polar"}, "coordinates must be one of"),
@@ -255,8 +256,12 @@ MIXTURE_POINT = {"pi": 0.5, "mu": 1.0, "sigma": 1.0}
     ],
 )
 def test_bad_input_on_the_mixture_raises(params, kwargs, message):
+    """`kwargs` are the request's fields and the key: a bad field is refused when the
+    FisherRequest is built, what needs the model when it is used."""
+    fields = {name: value for name, value in kwargs.items() if name != "key"}
     with pytest.raises(ValueError, match=message):
-        fisher_information(MIXTURE, params, **kwargs)
+        fisher_information(MIXTURE, params, key=kwargs.get("key"),
+                           request=FisherRequest(**fields))
 
 
 @pytest.mark.parametrize(
@@ -273,7 +278,7 @@ def test_bad_input_on_a_regression_model_raises(kwargs, message):
     spec = models.two_layer_network(2, 3, 1)
     values = {"V": np.ones((3, 2)), "b": np.zeros(3), "U": np.ones((1, 3)), "c": np.zeros(1)}
     with pytest.raises(ValueError, match=message):
-        fisher_information(spec, values, **kwargs)
+        fisher_information(spec, values, request=FisherRequest(**kwargs))
 
 
 def test_no_exact_fisher_for_vector_mixtures_points_to_monte_carlo():

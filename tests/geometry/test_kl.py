@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slt import models
-from slt.geometry import fisher_information, kl_divergence
+from slt.geometry import FisherRequest, fisher_information, kl_divergence
 from slt.geometry.fisher import prepare
 from slt.geometry.kl import kl_function
 
@@ -29,7 +29,9 @@ def test_normal_kl_is_the_closed_form(normal_model):
 
 def _kl_and_arrays(spec, w0, w1, x=None):
     with jax.enable_x64(True):
-        first, second = prepare(spec, w0, x=x), prepare(spec, w1, x=x)
+        request = FisherRequest(x=x)
+        first = prepare(spec, w0, request=request)
+        second = prepare(spec, w1, request=request)
         arrays = first.with_nodes(np.stack([first.theta, second.theta]))
         return kl_function(first.observation, first.coordinates), first, second, arrays
 
@@ -59,7 +61,7 @@ def test_mixture_kl_hessian_is_the_quadrature_fisher():
 
 def _third_order_residuals(spec, point, direction, x=None):
     """r(eps) = KL(w || w + eps u) - eps^2 u^T I u / 2 at eps = 1e-2 and 5e-3."""
-    fisher = fisher_information(spec, point, x=x)
+    fisher = fisher_information(spec, point, request=FisherRequest(x=x))
     kl, setup, _, _ = _kl_and_arrays(spec, point, point, x=x)
     quadratic = 0.5 * direction @ fisher.matrix @ direction
     residuals = []

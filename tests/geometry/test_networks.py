@@ -9,7 +9,7 @@ import numpyro
 import numpyro.distributions as dist
 import pytest
 
-from slt import Problem, fisher_information, fisher_scan, kl_divergence
+from slt import FisherRequest, Problem, fisher_information, fisher_scan, kl_divergence
 from slt.geometry.matrix_free import fisher_spectrum, fisher_vector_product
 from slt.models.base import ModelSpec
 from slt.validation import InputError
@@ -97,12 +97,11 @@ def test_every_geometry_entry_point_takes_the_network(classifier, params, x):
     scan = fisher_scan(classifier, params, {"b1[0]": np.linspace(-1.0, 1.0, 3)},
                        progress=False)
     assert np.all(scan["rank"].values == fisher.rank)
-    monte_carlo = fisher_information(classifier, params, kind="monte_carlo", num_samples=40,
-                                     key=jax.random.key(4))
-    z = np.abs(monte_carlo.matrix - fisher.matrix) / np.maximum(monte_carlo.standard_error,
-                                                                 1e-12)
+    monte_carlo = fisher_information(classifier, params, key=jax.random.key(4),
+                                     request=FisherRequest(kind="monte_carlo", num_draws=40))
+    z = np.abs(monte_carlo.matrix - fisher.matrix) / np.maximum(monte_carlo.std_error, 1e-12)
     assert np.all(z < 5.0), z.max()  # the largest of ~1900 entries: 4 se would fail ~1 in 8
-    empirical = fisher_information(classifier, params, kind="empirical")
+    empirical = fisher_information(classifier, params, request=FisherRequest(kind="empirical"))
     assert empirical.kind == "empirical" and empirical.matrix.shape == fisher.matrix.shape
 
 
@@ -116,17 +115,17 @@ def test_a_numpyro_model_function_with_its_inputs(x):
     w0 = np.array([0.5, -1.0, 0.3])
     p = 1 / (1 + np.exp(-x @ w0))
     expected = np.einsum("i,ij,ik->jk", p * (1 - p), x, x) / N
-    np.testing.assert_allclose(fisher_information(logistic, {"w": w0}, x=x).matrix, expected,
-                               rtol=0, atol=1e-12)
+    fisher = fisher_information(logistic, {"w": w0}, request=FisherRequest(x=x))
+    np.testing.assert_allclose(fisher.matrix, expected, rtol=0, atol=1e-12)
     p1 = 1 / (1 + np.exp(-x @ (w0 + 0.2)))
     exact_kl = np.mean(p * np.log(p / p1) + (1 - p) * np.log((1 - p) / (1 - p1)))
     assert abs(kl_divergence(logistic, {"w": w0}, {"w": w0 + 0.2}, x=x) - exact_kl) < 1e-12
-    scan = fisher_scan(logistic, {"w": w0}, {"w[1]": np.linspace(-1, 1, 3)}, x=x,
-                       progress=False)
+    scan = fisher_scan(logistic, {"w": w0}, {"w[1]": np.linspace(-1, 1, 3)},
+                       request=FisherRequest(x=x), progress=False)
     assert np.all(scan["rank"].values == D)
     y = (x @ w0 > 0) * 1.0
-    empirical = fisher_information(logistic, {"w": w0}, kind="empirical",
-                                   data={"x": x, "y": y})
+    empirical = fisher_information(logistic, {"w": w0},
+                                   request=FisherRequest(kind="empirical", data={"x": x, "y": y}))
     scores = (y - p)[:, None] * x
     np.testing.assert_allclose(empirical.matrix, scores.T @ scores / N, rtol=0, atol=1e-12)
 
@@ -143,11 +142,11 @@ def test_a_multivariate_normal_with_fixed_covariance(x):
     W0 = np.asarray(jax.random.normal(jax.random.key(5), (D, 2)))
     # d mean_l / d W_jl = x_j: I = mean_i x_i x_i^T kron Sigma^-1 (W row-major)
     expected = np.kron(x.T @ x / N, np.linalg.inv(covariance))
-    np.testing.assert_allclose(fisher_information(model, {"W": W0}, x=x).matrix, expected,
-                               rtol=0, atol=1e-12)
-    monte_carlo = fisher_information(model, {"W": W0}, x=x, kind="monte_carlo",
-                                     num_samples=300, key=jax.random.key(6))
-    assert np.all(np.abs(monte_carlo.matrix - expected) < 4.5 * monte_carlo.standard_error)
+    fisher = fisher_information(model, {"W": W0}, request=FisherRequest(x=x))
+    np.testing.assert_allclose(fisher.matrix, expected, rtol=0, atol=1e-12)
+    monte_carlo = fisher_information(model, {"W": W0}, key=jax.random.key(6),
+                                     request=FisherRequest(x=x, kind="monte_carlo", num_draws=300))
+    assert np.all(np.abs(monte_carlo.matrix - expected) < 4.5 * monte_carlo.std_error)
     step = 0.1 * np.ones((D, 2))
     shift = x @ step
     exact_kl = 0.5 * np.mean(np.einsum("ni,ij,nj->n", shift, np.linalg.inv(covariance), shift))
@@ -157,7 +156,7 @@ def test_a_multivariate_normal_with_fixed_covariance(x):
         model(x, y, learned=True)
 
     with pytest.raises(ValueError, match=r"parameter-dependent covariance.*monte_carlo"):
-        fisher_information(learned, {"W": W0, "s": 1.0}, x=x)
+        fisher_information(learned, {"W": W0, "s": 1.0}, request=FisherRequest(x=x))
 
 
 def test_refusals_name_what_is_wrong(params, x):
@@ -197,7 +196,7 @@ def test_refusals_name_what_is_wrong(params, x):
             numpyro.sample("obs", dist.Bernoulli(logits=x @ w), obs=y)
 
     with pytest.raises(InputError, match="one observed site named after an argument"):
-        fisher_information(unnamed, {"w": np.zeros(D)}, x=x)
+        fisher_information(unnamed, {"w": np.zeros(D)}, request=FisherRequest(x=x))
 
 
 def test_a_broken_simulator_of_a_model_spec_is_named_not_taken_for_a_shape_error(x):
@@ -206,4 +205,4 @@ def test_a_broken_simulator_of_a_model_spec_is_named_not_taken_for_a_shape_error
 
     spec = ModelSpec("hand-built", logistic, D, "N(0, 1)", ("w",), simulate)
     with pytest.raises(ValueError, match="its simulator failed .*no simulator written"):
-        fisher_information(spec, {"w": np.zeros(D)}, x=x)
+        fisher_information(spec, {"w": np.zeros(D)}, request=FisherRequest(x=x))

@@ -9,9 +9,9 @@ import numpyro
 import numpyro.distributions as dist
 import pytest
 
-from slt import Problem, fisher_information, fisher_scan, kl_divergence, models
+from slt import FisherRequest, Problem, fisher_information, fisher_scan, kl_divergence, models
+from slt.fit.natural_gradient import natural_gradient_fit
 from slt.geometry.matrix_free import fisher_spectrum
-from slt.natural_gradient import natural_gradient_fit
 from slt.validation import InputError
 
 N, D, K = 60, 3, 4
@@ -108,7 +108,7 @@ def test_binomial_poisson_and_softmax_regression_in_closed_form(x):
     np.testing.assert_allclose(fisher.matrix, expected, rtol=0, atol=1e-10)
     assert fisher.rank == D * (K - 1)  # a shift of all K logits changes nothing
     # the empirical Fisher takes the integer labels from the Problem's data
-    empirical = fisher_information(problem, {"W": W}, kind="empirical")
+    empirical = fisher_information(problem, {"W": W}, request=FisherRequest(kind="empirical"))
     assert empirical.kind == "empirical" and empirical.matrix.shape == (D * K, D * K)
 
 
@@ -119,10 +119,9 @@ def test_monte_carlo_agrees_with_exact_within_four_standard_errors(model, x):
     point = {"W": np.asarray(jax.random.normal(jax.random.key(2), (D, K)))} if (
         model is softmax) else {"w": W0}
     exact = fisher_information(problem, point)
-    monte_carlo = fisher_information(problem, point, kind="monte_carlo", num_samples=200,
-                                     key=jax.random.key(3))
-    z = np.abs(monte_carlo.matrix - exact.matrix) / np.maximum(monte_carlo.standard_error,
-                                                                1e-12)
+    monte_carlo = fisher_information(problem, point, key=jax.random.key(3),
+                                     request=FisherRequest(kind="monte_carlo", num_draws=200))
+    z = np.abs(monte_carlo.matrix - exact.matrix) / np.maximum(monte_carlo.std_error, 1e-12)
     assert np.all(z < 4.5), z.max()  # 4.5: the largest of up to 144 entries
 
 

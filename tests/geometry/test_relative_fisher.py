@@ -19,7 +19,7 @@ import numpyro.distributions as dist
 import pytest
 
 from slt import models
-from slt.geometry import fisher_information
+from slt.geometry import FisherRequest, fisher_information
 from slt.geometry.relative_fisher import (
     activation_function,
     layer_fisher,
@@ -34,7 +34,8 @@ from slt.models.base import ModelSpec
 
 NUM_INPUTS = 2
 X = np.random.default_rng(0).normal(size=(40, NUM_INPUTS))
-NUM_SAMPLES = 1000  # replicates; each draws y at all 40 inputs
+REQUEST = FisherRequest(x=X)
+NUM_DRAWS = 1000  # replicates; each draws y at all 40 inputs
 Z_LIMIT = 4.0  # |closed form - Monte Carlo| <= 4 standard errors, entry by entry
 
 # Gaussian-response units: (activation, shape parameters); noise sd 0.7
@@ -98,9 +99,10 @@ def _hashable(units):
 
 def _monte_carlo(spec, values, seed=1):
     fisher = fisher_information(
-        spec, values, kind="monte_carlo", x=X, num_samples=NUM_SAMPLES, key=jax.random.key(seed)
+        spec, values, key=jax.random.key(seed),
+        request=FisherRequest(kind="monte_carlo", x=X, num_draws=NUM_DRAWS),
     )
-    return fisher.matrix, fisher.standard_error
+    return fisher.matrix, fisher.std_error
 
 
 def _z_scores(closed, estimate, standard_error):
@@ -135,7 +137,7 @@ def test_gaussian_neurons_and_linear_layer_match_exact_and_monte_carlo_fisher():
     pre_activations = X @ values["W"].T + values["b"]
     assert np.all((pre_activations > 0).any(0) & (pre_activations < 0).any(0))  # both branches
 
-    exact = fisher_information(spec, values, x=X).matrix[np.ix_(order, order)]
+    exact = fisher_information(spec, values, request=REQUEST).matrix[np.ix_(order, order)]
     np.testing.assert_allclose(closed, exact, rtol=1e-10, atol=1e-12)
 
     estimate, standard_error = _monte_carlo(spec, values)
@@ -194,9 +196,8 @@ def test_two_layer_block_is_the_exact_network_fisher_block(activation):
     values = {"V": rng.normal(size=(3, 2)), "b": rng.normal(size=3) * 0.5,
               "U": rng.normal(size=(2, 3)), "c": rng.normal(size=2)}
     order = neuron_major_order(3, NUM_INPUTS)  # V and b are the first 9 coordinates
-    block = fisher_information(spec, values, x=X).matrix[np.ix_(order, order)]
-    closed = two_layer_fisher(values["V"], values["b"], values["U"], values["c"], X,
-                              hidden=activation, output="identity", noise_scale=0.6)
+    block = fisher_information(spec, values, request=REQUEST).matrix[np.ix_(order, order)]
+    closed = two_layer_fisher(values, X, hidden=activation, output="identity", noise_scale=0.6)
     np.testing.assert_allclose(closed, block, rtol=1e-10, atol=1e-12)
 
 
@@ -216,8 +217,7 @@ def test_two_layer_bernoulli_softplus_matches_monte_carlo_and_rejects_the_printe
               "U": rng.normal(size=(outputs, hidden)) * 1.5, "c": rng.normal(size=outputs)}
     order = neuron_major_order(hidden, NUM_INPUTS)
     estimate, standard_error = (a[np.ix_(order, order)] for a in _monte_carlo(spec, values))
-    args = (values["V"], values["b"], values["U"], values["c"], X)
-    closed = np.asarray(two_layer_fisher(*args, hidden="softplus", output="sigmoid"))
+    closed = np.asarray(two_layer_fisher(values, X, hidden="softplus", output="sigmoid"))
     assert _z_scores(closed, estimate, standard_error).max() <= Z_LIMIT
 
     printed = _printed_eq_26(values)  # nu_f(a_i) = sigm(a_i)^2 where f'(a_i) = sigm(a_i) belongs
@@ -301,4 +301,6 @@ def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="num_outputs"):
         linear_layer_fisher(X, 0)
     with pytest.raises(ValueError, match="U, c"):
-        two_layer_fisher(W, b, np.ones((1, 3)), np.zeros(1), X)
+        two_layer_fisher({"V": W, "b": b, "U": np.ones((1, 3)), "c": np.zeros(1)}, X)
+    with pytest.raises(ValueError, match=r"a dict with the weights .*; missing \['U', 'c'\]"):
+        two_layer_fisher({"V": W, "b": b}, X)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from slt import models
-from slt.geometry import fisher_information, fisher_scan
+from slt.geometry import FisherRequest, fisher_information, fisher_scan
 
 matplotlib.use("Agg")
 
@@ -57,16 +57,17 @@ def test_network_scan_through_a_zero_outgoing_weight():
     values = {"V": np.array([[1.5], [-1.0]]), "b": np.array([0.5, 1.0]),
               "U": np.array([[1.0, 0.8]]), "c": np.array([0.2])}
     x = np.random.default_rng(0).normal(size=(60, 1))
-    scan = fisher_scan(spec, values, {("U", (0, 1)): [-0.5, 0.0, 0.5]}, x=x, progress=False)
+    scan = fisher_scan(spec, values, {("U", (0, 1)): [-0.5, 0.0, 0.5]},
+                       request=FisherRequest(x=x), progress=False)
     np.testing.assert_array_equal(scan["rank"].values, [7, 5, 7])  # nullity n + 1 = 2 at 0
 
 
 def test_monte_carlo_scan_uses_common_random_numbers(normal_model):
     spec, key = normal_model("sigma"), jax.random.key(2)
-    scan = fisher_scan(spec, {"mu": 0.0, "sigma": 1.0}, {"sigma": [0.5, 1.5]},
-                       kind="monte_carlo", num_samples=64, key=key, progress=False)
-    point = fisher_information(spec, {"mu": 0.0, "sigma": 1.5}, kind="monte_carlo",
-                               num_samples=64, key=key)
+    scan = fisher_scan(spec, {"mu": 0.0, "sigma": 1.0}, {"sigma": [0.5, 1.5]}, key=key,
+                       request=FisherRequest(kind="monte_carlo", num_draws=64), progress=False)
+    point = fisher_information(spec, {"mu": 0.0, "sigma": 1.5}, key=key,
+                               request=FisherRequest(kind="monte_carlo", num_draws=64))
     np.testing.assert_allclose(float(scan["log_pdet"].sel(sigma=1.5)), point.log_pdet, rtol=1e-9)
 
 
@@ -93,10 +94,10 @@ def test_plots_one_and_two_dimensional_scans():
         ({"mu": [0.0, np.nan]}, {}, "finite"),
         ({"mu": [[0.0, 1.0]]}, {}, "1-D"),
         ({"mu": [0.0]}, {"chunk_size": 0}, "chunk_size must be an integer >= 1"),
-        ({"mu": [0.0]}, {"kind": "bogus"}, "kind must be one of"),
     ],
 )
 def test_bad_scans_raise(axes, kwargs, message):
+    """(A bad FisherRequest is refused when it is built: tests/geometry/test_request.py.)"""
     with pytest.raises(ValueError, match=message):
         fisher_scan(MIXTURE, BASE, axes, progress=False, **kwargs)
 
@@ -105,7 +106,8 @@ def test_array_site_needs_an_index():
     spec = models.two_layer_network(1, 2, 1)
     values = {"V": np.ones((2, 1)), "b": np.zeros(2), "U": np.ones((1, 2)), "c": np.zeros(1)}
     with pytest.raises(ValueError, match="has 2 coordinates; name one"):
-        fisher_scan(spec, values, {"V": [0.0, 1.0]}, x=np.zeros((3, 1)), progress=False)
+        fisher_scan(spec, values, {"V": [0.0, 1.0]}, request=FisherRequest(x=np.zeros((3, 1))),
+                    progress=False)
 
 
 def test_vmapped_chunks_used_on_accelerators_agree_with_the_cpu_loop(monkeypatch):

@@ -11,6 +11,8 @@ import pytest
 from slt import Problem, models
 from slt.geometry import (
     Direction,
+    FisherRequest,
+    MatrixFree,
     direction_between,
     fisher_information,
     fisher_scan,
@@ -27,6 +29,7 @@ NETWORK = models.two_layer_network(1, 2, 1, activation="tanh")  # d = 7
 POINT = {"V": np.array([[1.5], [-1.0]]), "b": np.array([0.5, 1.0]),
          "U": np.array([[1.0, 0.8]]), "c": np.array([0.2])}
 X = np.random.default_rng(0).normal(size=(60, 1))
+REQUEST = FisherRequest(x=X)
 
 
 def logistic(x, y=None):
@@ -42,9 +45,9 @@ def logistic_problem():
     return Problem(logistic, {"x": x, "y": y.astype(np.float64)})
 
 
-def _values_at(model, params, theta, **kwargs):
+def _values_at(model, params, theta, request):
     with jax.enable_x64(True):
-        return prepare(model, params, **kwargs).coordinates.values_at(theta)
+        return prepare(model, params, request=request).coordinates.values_at(theta)
 
 
 def _assert_point(row, fisher, rtol=1e-10):
@@ -57,11 +60,11 @@ def _assert_point(row, fisher, rtol=1e-10):
 def test_slice_along_coordinate_axes_equals_the_coordinate_scan():
     """theta* + s e_i + t e_j is the named-coordinate scan at theta*_i + s, theta*_j + t."""
     u_grid, c_grid = np.array([-0.5, 0.0, 0.5]), np.array([-0.3, 0.2])
-    scan = fisher_scan(NETWORK, POINT, {("U", (0, 1)): u_grid, "c": c_grid}, x=X,
-                       progress=False)
+    scan = fisher_scan(NETWORK, POINT, {("U", (0, 1)): u_grid, "c": c_grid},
+                       request=REQUEST, progress=False)
     e = np.eye(NETWORK.dim)
     slice_ = fisher_slice(NETWORK, POINT, {"s": (e[5], u_grid - 0.8), "t": (e[6], c_grid - 0.2)},
-                          x=X, progress=False)
+                          request=REQUEST, progress=False)
     assert slice_.dataset["rank"].dims == ("s", "t") and slice_.direction_kinds == ("given",) * 2
     np.testing.assert_array_equal(slice_["rank"].values, [[7, 7], [5, 5], [7, 7]])
     for name in ("rank", "log_pdet", "max_eigenvalue", "smallest_nonzero", "trace", "loss"):
@@ -74,14 +77,14 @@ def test_slice_along_coordinate_axes_equals_the_coordinate_scan():
 def test_random_slice_equals_pointwise_fisher_and_kl():
     u, v = random_directions(NETWORK, POINT, jax.random.key(3), normalize="filter")
     grid = np.array([-0.5, 0.25, 1.0])
-    slice_ = fisher_slice(NETWORK, POINT, {"s": (u, grid), "t": (v, grid[:2])}, x=X,
-                          progress=False)
-    theta_star = prepare(NETWORK, POINT, x=X).theta
+    slice_ = fisher_slice(NETWORK, POINT, {"s": (u, grid), "t": (v, grid[:2])},
+                          request=REQUEST, progress=False)
+    theta_star = prepare(NETWORK, POINT, request=REQUEST).theta
     for i, s in enumerate(grid):
         for j, t in enumerate(grid[:2]):
-            values = _values_at(NETWORK, POINT, theta_star + s * u.vector + t * v.vector, x=X)
+            values = _values_at(NETWORK, POINT, theta_star + s * u.vector + t * v.vector, REQUEST)
             row = slice_.dataset.isel(s=i, t=j)
-            _assert_point(row, fisher_information(NETWORK, values, x=X))
+            _assert_point(row, fisher_information(NETWORK, values, request=REQUEST))
             np.testing.assert_allclose(float(row["loss"]),
                                        kl_divergence(NETWORK, POINT, values, x=X), rtol=1e-10)
     assert slice_.dataset.attrs["direction_kinds"] == ["random, filter-normalised"] * 2
@@ -109,10 +112,10 @@ def test_segment_passes_through_both_points():
     other = {"V": np.array([[0.5], [-2.0]]), "b": np.array([0.0, 0.3]),
              "U": np.array([[0.0, 1.2]]), "c": np.array([-0.1])}  # U[0,0] = 0: singular
     segment = direction_between(NETWORK, POINT, other)
-    slice_ = fisher_slice(NETWORK, POINT, {"s": (segment, np.linspace(0.0, 1.0, 5))}, x=X,
-                          progress=False)
-    _assert_point(slice_.dataset.sel(s=0.0), fisher_information(NETWORK, POINT, x=X))
-    end = fisher_information(NETWORK, other, x=X)
+    slice_ = fisher_slice(NETWORK, POINT, {"s": (segment, np.linspace(0.0, 1.0, 5))},
+                          request=REQUEST, progress=False)
+    _assert_point(slice_.dataset.sel(s=0.0), fisher_information(NETWORK, POINT, request=REQUEST))
+    end = fisher_information(NETWORK, other, request=REQUEST)
     _assert_point(slice_.dataset.sel(s=1.0), end)
     assert end.rank == 5 and bool(slice_.singular().sel(s=1.0))
     assert float(slice_["loss"].sel(s=0.0)) == 0.0
@@ -135,9 +138,10 @@ def test_matrix_free_slice_equals_the_dense_slice(wide_network):
     spec, values, x = wide_network
     (u,) = random_directions(spec, values, jax.random.key(5), 1, normalize="site")
     axes = {"s": (u, [-0.5, 0.0, 0.7])}
-    dense = fisher_slice(spec, values, axes, x=x, method="dense", progress=False)
-    free = fisher_slice(spec, values, axes, x=x, method="matrix_free", num_steps=40,
-                        key=jax.random.key(6), chunk_size=2, progress=False)
+    request = FisherRequest(x=x)
+    dense = fisher_slice(spec, values, axes, request=request, method="dense", progress=False)
+    free = fisher_slice(spec, values, axes, key=jax.random.key(6), request=request,
+                        method=MatrixFree(num_steps=40), chunk_size=2, progress=False)
     assert spec.dim == 522 and free.method == "matrix_free" and dense.method == "dense"
     assert bool(free["rank_is_exact"].all())
     np.testing.assert_array_equal(free["rank"].values, dense["rank"].values)
@@ -171,8 +175,8 @@ def test_a_slice_compiles_once_per_structure(count_compiles, wide_network):
     """New base point, new directions, new grid values of the same shape: nothing compiles."""
     spec, values, x = wide_network
     first, second = random_directions(spec, values, jax.random.key(7), 2)
-    settings = {"x": x, "method": "matrix_free", "num_steps": 40, "chunk_size": 2,
-                "progress": False}  # those of the test above: its program, if it ran
+    settings = {"request": FisherRequest(x=x), "method": MatrixFree(num_steps=40),
+                "chunk_size": 2, "progress": False}  # the test above's: its program, if it ran
     fisher_slice(spec, values, {"s": (first, [0.0, 1.0, 2.0])}, key=jax.random.key(0),
                  **settings)
     moved = {name: value + 0.1 for name, value in values.items()}
@@ -181,12 +185,13 @@ def test_a_slice_compiles_once_per_structure(count_compiles, wide_network):
                      **settings)
     assert counter.count == 0
     e = np.eye(NETWORK.dim)
-    fisher_slice(NETWORK, POINT, {"s": (e[0], [0.0, 1.0]), "t": (e[1], [0.0])}, x=X,
-                 progress=False)
+    fisher_slice(NETWORK, POINT, {"s": (e[0], [0.0, 1.0]), "t": (e[1], [0.0])},
+                 request=REQUEST, progress=False)
     with count_compiles("summarize") as dense:
-        fisher_slice(NETWORK, POINT, {"a": (e[3], [2.0, 1.0]), "b": (e[5], [0.0])}, x=X,
-                     progress=False)
-        fisher_scan(NETWORK, POINT, {"c": [0.0, 1.0], "b[0]": [0.5]}, x=X, progress=False)
+        fisher_slice(NETWORK, POINT, {"a": (e[3], [2.0, 1.0]), "b": (e[5], [0.0])},
+                     request=REQUEST, progress=False)
+        fisher_scan(NETWORK, POINT, {"c": [0.0, 1.0], "b[0]": [0.5]}, request=REQUEST,
+                    progress=False)
     assert dense.count == 0  # coordinate scans run the same program
 
 
@@ -213,12 +218,12 @@ def test_random_direction_normalisations():
 
 def test_plots_of_one_and_two_dimensional_slices():
     segment = direction_between(NETWORK, POINT, dict(POINT, U=np.array([[0.0, 0.8]])))
-    one = fisher_slice(NETWORK, POINT, {"s": (segment, np.linspace(-0.5, 1.5, 9))}, x=X,
-                       progress=False).plot()
+    one = fisher_slice(NETWORK, POINT, {"s": (segment, np.linspace(-0.5, 1.5, 9))},
+                       request=REQUEST, progress=False).plot()
     assert [ax.get_ylabel() for ax in one.axes] == ["KL from params", "log pdet I", "rank"]
     (v,) = random_directions(NETWORK, POINT, jax.random.key(9), 1)
     two = fisher_slice(NETWORK, POINT, {"s": (segment, np.linspace(-0.5, 1.5, 9)),
-                                        "t": (v, np.linspace(-0.2, 0.2, 5))}, x=X,
+                                        "t": (v, np.linspace(-0.2, 0.2, 5))}, request=REQUEST,
                        progress=False).plot()
     loss_axis, log_axis = two.axes[:2]
     assert loss_axis.get_xlabel() == log_axis.get_xlabel() == "s"
@@ -241,15 +246,17 @@ def test_plots_of_one_and_two_dimensional_slices():
         ({"s": ({"V": np.ones((2, 1))}, [0.0])}, {}, "no entries for the sites"),
         ({"s": (np.ones(7), [0.0])}, {"method": "matrix_free"}, "needs a PRNG key"),
         ({"s": (np.ones(7), [0.0])}, {"method": "matrix_free", "key": jax.random.key(0),
-                                       "kind": "monte_carlo", "num_samples": 4},
+                                       "request": FisherRequest(x=X, kind="monte_carlo",
+                                                                num_draws=4)},
          "needs kind='exact'"),
         ({"s": (np.ones(7), [0.0])}, {"method": "lanczos"}, "method must be one of"),
-        ({"s": (np.ones(7), [0.0])}, {"num_steps": 0}, "num_steps must be an integer >= 1"),
+        ({"s": (np.ones(7), [0.0])}, {"method": 30}, "method must be 'auto'.*MatrixFree"),
     ],
 )
 def test_bad_slices_raise(directions, kwargs, message):
     with pytest.raises(InputError, match=message):
-        fisher_slice(NETWORK, POINT, directions, **{"x": X, "progress": False, **kwargs})
+        fisher_slice(NETWORK, POINT, directions, **{"request": REQUEST, "progress": False,
+                                                    **kwargs})
 
 
 def test_a_slice_leaving_the_support_is_refused():

@@ -8,7 +8,7 @@ import pytest
 
 from benchmarks import fisher_matrix_free
 from slt import Problem, models
-from slt.geometry import fisher_information, fisher_summary
+from slt.geometry import FisherRequest, fisher_information, fisher_summary
 from slt.geometry.kernels import fisher_function
 from slt.geometry.matrix_free import fisher_spectrum, fisher_vector_product
 from slt.validation import InputError
@@ -29,7 +29,7 @@ def network():
 def test_fisher_vector_product_equals_the_dense_product(network):
     spec, values, x, matrix, eigenvalues = network
     assert spec.dim == 2103
-    product = fisher_vector_product(spec, values, x=x)
+    product = fisher_vector_product(spec, values, request=FisherRequest(x=x))
     rng = np.random.default_rng(0)
     for _ in range(2):
         v = rng.normal(size=spec.dim)
@@ -41,7 +41,8 @@ def test_fisher_vector_product_equals_the_dense_product(network):
 
 def test_lanczos_top_eigenvalues_equal_dense(network):
     spec, values, x, _, eigenvalues = network
-    spectrum = fisher_spectrum(spec, values, x=x, key=jax.random.key(1), num_steps=60)
+    spectrum = fisher_spectrum(spec, values, key=jax.random.key(1), request=FisherRequest(x=x),
+                               num_steps=60)
     np.testing.assert_allclose(spectrum.top(3), eigenvalues[::-1][:3], rtol=1e-10)
     assert spectrum.rank <= 60 and not spectrum.rank_is_exact  # interlacing: a lower bound
 
@@ -52,7 +53,8 @@ def test_lanczos_rank_and_extremes_equal_dense(network):
     eigenvalues and the null space); rounding delays the breakdown by a few steps."""
     spec, values, x, _, eigenvalues = network
     assert eigenvalues[0] > 1e-7 * eigenvalues[-1]  # rank 600 at any tolerance below 1e-7
-    spectrum = fisher_spectrum(spec, values, x=x, key=jax.random.key(1), num_steps=640)
+    spectrum = fisher_spectrum(spec, values, key=jax.random.key(1), request=FisherRequest(x=x),
+                               num_steps=640)
     assert spectrum.rank == 600 and spectrum.rank_is_exact
     np.testing.assert_allclose(spectrum.top(3), eigenvalues[::-1][:3], rtol=1e-10)
     np.testing.assert_allclose(spectrum.smallest_nonzero, eigenvalues[0], rtol=1e-6)
@@ -60,7 +62,7 @@ def test_lanczos_rank_and_extremes_equal_dense(network):
 
 def test_slq_log_pdet_rank_and_traces_match_dense(network):
     spec, values, x, matrix, eigenvalues = network
-    summary = fisher_summary(spec, values, x=x, key=jax.random.key(2))
+    summary = fisher_summary(spec, values, key=jax.random.key(2), request=FisherRequest(x=x))
     assert summary.space == "outputs" and summary.num_outputs == 600
     exact_log_pdet = np.log(eigenvalues).sum()
     assert abs(summary.log_pdet - exact_log_pdet) < 0.01 * abs(exact_log_pdet)
@@ -94,7 +96,7 @@ def test_the_same_network_in_plain_jax_via_from_predict(network):
     np.testing.assert_allclose(product @ np.asarray(problem.ravel(v)), flat @ matrix @ flat,
                                rtol=1e-10)
     summary = fisher_summary(problem, params, key=jax.random.key(2))
-    library = fisher_summary(spec, values, x=x, key=jax.random.key(2))
+    library = fisher_summary(spec, values, key=jax.random.key(2), request=FisherRequest(x=x))
     exact_log_pdet = np.log(eigenvalues).sum()
     assert abs(summary.log_pdet - exact_log_pdet) < 0.01 * abs(exact_log_pdet)
     np.testing.assert_allclose(summary.log_pdet, library.log_pdet, rtol=1e-8)
@@ -112,9 +114,9 @@ def test_an_exhausted_krylov_space_resolves_the_null_space_of_the_parameter_spac
     values = {"V": np.array([[1.0], [-1.0]]), "b": np.array([0.5, 0.5]),
               "U": np.array([[1.0, 2.0]]), "c": np.array([0.0])}
     x = np.linspace(-2.0, 2.0, 9)[:, None]
-    dense = fisher_information(spec, values, x=x)
-    summary = fisher_summary(spec, values, x=x, key=jax.random.key(3), num_steps=7,
-                             space="parameters")
+    dense = fisher_information(spec, values, request=FisherRequest(x=x))
+    summary = fisher_summary(spec, values, key=jax.random.key(3), request=FisherRequest(x=x),
+                             num_steps=7, space="parameters")
     assert dense.rank == 5 and abs(summary.rank - 5) < 4 * summary.rank_std_error
     assert abs(summary.log_pdet - dense.log_pdet) < 4 * summary.log_pdet_std_error
 
@@ -124,9 +126,11 @@ def test_a_new_point_compiles_nothing(network, count_compiles):
 
     def geometry_at(shift):
         point = {name: value + shift for name, value in values.items()}
-        fisher_vector_product(spec, point, x=x)(np.ones(spec.dim))
-        fisher_spectrum(spec, point, x=x, key=jax.random.key(4), num_steps=5)
-        fisher_summary(spec, point, x=x, key=jax.random.key(5), num_probes=2, num_steps=5)
+        request = FisherRequest(x=x)
+        fisher_vector_product(spec, point, request=request)(np.ones(spec.dim))
+        fisher_spectrum(spec, point, key=jax.random.key(4), request=request, num_steps=5)
+        fisher_summary(spec, point, key=jax.random.key(5), request=request, num_probes=2,
+                       num_steps=5)
 
     geometry_at(0.0)
     with count_compiles() as counter:
@@ -139,13 +143,13 @@ def test_refusals_name_the_reason():
     point, x = {"w": [1.0, 2.0]}, np.ones((3, 2))
     key = jax.random.key(0)
     with pytest.raises(InputError, match="num_probes"):
-        fisher_summary(spec, point, x=x, key=key, num_probes=1)
+        fisher_summary(spec, point, key=key, request=FisherRequest(x=x), num_probes=1)
     with pytest.raises(InputError, match="space must be one of"):
-        fisher_summary(spec, point, x=x, key=key, space="weights")
+        fisher_summary(spec, point, key=key, request=FisherRequest(x=x), space="weights")
     with pytest.raises(InputError, match="PRNG key"):
-        fisher_summary(spec, point, x=x, key=None)
+        fisher_summary(spec, point, key=None, request=FisherRequest(x=x))
     with pytest.raises(ValueError, match="Gaussian-noise and exponential-family"):
         fisher_summary(models.fixed_component_mixture(), {"pi": 0.5, "mu": 1.0, "sigma": 1.0},
                        key=key)
     with pytest.raises(InputError, match=r"v must have shape \(2,\)"):
-        fisher_vector_product(spec, point, x=x)(np.ones(3))
+        fisher_vector_product(spec, point, request=FisherRequest(x=x))(np.ones(3))

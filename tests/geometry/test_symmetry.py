@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slt import models
-from slt.geometry import fisher_information
+from slt.geometry import FisherRequest, fisher_information
 from slt.geometry.symmetry import (
     conserved_quantities,
     expected_fisher_nullity,
@@ -42,7 +42,7 @@ def _fisher(activation, widths, bias=True, seed=0, values=None):
     rng = np.random.default_rng(seed)
     values = _point(rng, n, h, m, bias) if values is None else values
     x = rng.normal(size=(3 * spec.dim // m + 20, n))  # n_inputs * m well above d
-    return fisher_information(spec, values, x=x), values
+    return fisher_information(spec, values, request=FisherRequest(x=x)), values
 
 
 def _assert_clear_gap(fisher):
@@ -72,7 +72,7 @@ def test_truth_examples_of_linear_nullity():
     spec = models.two_layer_network(5, 50, 10, activation="identity", bias=False)
     rng = np.random.default_rng(9)
     values = {"V": rng.normal(size=(50, 5)), "U": rng.normal(size=(10, 50))}
-    fisher = fisher_information(spec, values, x=rng.normal(size=(12, 5)))
+    fisher = fisher_information(spec, values, request=FisherRequest(x=rng.normal(size=(12, 5))))
     assert fisher.dim == 750 and fisher.nullity == 700
 
 
@@ -169,7 +169,7 @@ _FLAT_GRADIENT = {
 def test_generators_lie_in_the_fisher_kernel_and_are_orthogonal_to_the_gradient(flat, activation):
     spec = LINEAR if activation == "identity" else RELU
     values = _values(flat)
-    fisher = fisher_information(spec, values, x=INPUTS)
+    fisher = fisher_information(spec, values, request=FisherRequest(x=INPUTS))
     xi = generators(values, activation)
     scale = np.abs(fisher.matrix).max() * np.linalg.norm(xi, axis=0).max() + 1e-300
     assert np.abs(fisher.matrix @ xi).max() <= 1e-10 * scale
@@ -193,8 +193,8 @@ def test_loss_and_fisher_rank_are_invariant_along_orbits(flat, scales, mixing, s
     for spec, _, moved in cases:
         np.testing.assert_allclose(_loss(spec, moved), _loss(spec, values), rtol=1e-10,
                                    atol=1e-12)
-        assert (fisher_information(spec, moved, x=INPUTS).rank
-                == fisher_information(spec, values, x=INPUTS).rank)
+        assert (fisher_information(spec, moved, request=FisherRequest(x=INPUTS)).rank
+                == fisher_information(spec, values, request=FisherRequest(x=INPUTS)).rank)
 
 
 @pytest.mark.parametrize("activation", ["identity", "relu"])

@@ -3,15 +3,29 @@ import os
 import socket
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from slt import Problem, compile_cache
-from slt.samplers import local_chains
-from slt.samplers.local_chains import run_chains
+from slt import LocalPosterior, Problem, RunPlan, compile_cache
+from slt.samplers import SGLD, local_chains
+from slt.samplers.local_chains import ChainTargets, run_chains
+
+
+def _targets(step_size, gamma, nbeta, parts=1, **options):
+    """`ChainTargets` of `parts` parts, each value shared by all of them or given per part."""
+    per_part = (np.broadcast_to(np.asarray(value, float), (parts,))
+                for value in (step_size, gamma, nbeta))
+    return ChainTargets(*per_part, **options)
+
+
+def _plan(num_steps, num_chains=1, **options):
+    """A run of `num_steps` steps of `num_chains` chains per part (no warmup, no progress)."""
+    return RunPlan(num_chains=num_chains, num_warmup=0, num_samples=num_steps, progress=False,
+                   **options)
 
 
 def _index_problem(n=40):
@@ -27,15 +41,9 @@ def test_chains_draw_shuffled_epochs_without_replacement(key):
         problem,
         {"w": jnp.zeros(())},
         key,
-        num_chains=3,
-        num_steps=12,
-        step_size=1e-3,
-        gamma=0.0,
-        nbeta=1.0,
-        batch_size=10,
-        mala_every=0,
-        chunk_size=5,
-        progress=False,
+        _targets(step_size=1e-3, gamma=0.0, nbeta=1.0),
+        sampler=SGLD(batch_size=10, mala_every=0),
+        plan=_plan(12, num_chains=3, chunk_size=5),
     )
     # each epoch is 4 batches of 10 covering every index once: the epoch mean is mean(0..39)
     epochs = trace.loss[:, :12].reshape(3, 3, 4).mean(axis=2)
@@ -53,35 +61,30 @@ def test_a_centre_with_a_non_finite_loss_is_refused(key):
         lambda p, b: -jnp.log(p["w"] + b["y"]), {"w": jnp.ones(())}, {"y": jnp.zeros(20)}
     )
     with pytest.raises(ValueError, match="L_n is not finite at the centre"):
-        run_chains(problem, {"w": -jnp.ones(())}, key, num_chains=1, num_steps=5,
-                   step_size=1e-3, gamma=0.0, nbeta=1.0, batch_size=10, progress=False)
+        run_chains(problem, {"w": -jnp.ones(())}, key, _targets(1e-3, 0.0, 1.0),
+                   sampler=SGLD(batch_size=10), plan=_plan(5))
 
 
 def test_one_compilation_per_configuration(key):
     problem = _index_problem(40)
     center = {"w": jnp.zeros(())}
-    settings = dict(
-        num_chains=2,
-        num_steps=30,
-        batch_size=10,
-        mala_every=3,
-        chunk_size=10,
-        progress=False,
-    )
+    sampler = SGLD(batch_size=10, mala_every=3)
+    plan = _plan(30, num_chains=2, chunk_size=10)
     before = local_chains.compile_count()
-    first = run_chains(problem, center, key, step_size=1e-3, gamma=1.0, nbeta=2.0, **settings)
+    first = run_chains(problem, center, key, _targets(1e-3, 1.0, 2.0), sampler=sampler,
+                       plan=plan)
     assert local_chains.compile_count() == before + 1  # three chunks, one program
-    second = run_chains(problem, center, key, step_size=1e-2, gamma=5.0, nbeta=7.0, **settings)
+    second = run_chains(problem, center, key, _targets(1e-2, 5.0, 7.0), sampler=sampler,
+                        plan=plan)
     assert local_chains.compile_count() == before + 1  # new values, no recompilation
     assert first.compile_time > 0 and second.compile_time == 0.0
     run_chains(
         problem,
         center,
         key,
-        step_size=1e-3,
-        gamma=1.0,
-        nbeta=2.0,
-        **(settings | {"batch_size": 20}),
+        _targets(1e-3, 1.0, 2.0),
+        sampler=SGLD(batch_size=20, mala_every=3),
+        plan=plan,
     )
     assert local_chains.compile_count() == before + 2  # a new configuration compiles once
 
@@ -94,14 +97,9 @@ def test_divergence_stops_and_flags_the_chain(key):
         problem,
         {"w": jnp.zeros(())},
         key,
-        num_chains=2,
-        num_steps=200,
-        step_size=jnp.array([1e-4, 5.0]),
-        gamma=0.0,
-        nbeta=50.0,
-        batch_size=50,
-        mala_every=0,
-        progress=False,
+        _targets(step_size=[1e-4, 5.0], gamma=0.0, nbeta=50.0, parts=2),  # a chain each
+        sampler=SGLD(batch_size=50, mala_every=0),
+        plan=_plan(200),
     )
     assert trace.diverged_at[0] == -1 and trace.diverged_at[1] >= 0
     stopped = trace.diverged_at[1]
@@ -120,12 +118,13 @@ def _quadratic_problem(curvature, dim, n=100):
 def test_extrapolation_combines_twin_chains(key):
     problem = _quadratic_problem(1.0, 3)
     center = {"w": jnp.zeros(3)}
-    settings = dict(num_steps=40, gamma=0.5, nbeta=20.0, batch_size=10, mala_every=4,
-                    chunk_size=15, progress=False)
-    twins = run_chains(problem, center, key, num_chains=4,
-                       step_size=jnp.array([0.01, 0.01, 0.02, 0.02]), **settings)
-    combined = run_chains(problem, center, key, num_chains=2, step_size=0.02,
-                          extrapolate=True, **settings)
+    plan = _plan(40, num_chains=2, chunk_size=15)
+    # two parts of two chains: chains 0, 1 at eps / 2, chains 2, 3 at eps
+    twins = run_chains(problem, center, key, _targets([0.01, 0.02], 0.5, 20.0, parts=2),
+                       sampler=SGLD(batch_size=10, mala_every=4), plan=plan)
+    combined = run_chains(problem, center, key, _targets(0.02, 0.5, 20.0),
+                          sampler=SGLD(batch_size=10, mala_every=4, extrapolate=True),
+                          plan=plan)
     np.testing.assert_array_equal(combined.loss, 2 * twins.loss[:2] - twins.loss[2:])
     np.testing.assert_array_equal(combined.center_loss,
                                   2 * twins.center_loss[:2] - twins.center_loss[2:])
@@ -153,10 +152,13 @@ def test_extrapolation_removes_the_step_size_bias_on_a_gaussian(key):
 
     dim, nbeta, eps_h = 20, 50.0, 0.5
     problem = _quadratic_problem(1.0, dim)
-    settings = dict(num_chains=4, num_samples=3000, num_warmup=200, step_size=eps_h / nbeta,
-                    gamma=0.0, nbeta=nbeta, batch_size=100, mala_every=0, progress=False)
-    plain = llc(problem, {"w": jnp.zeros(dim)}, key, **settings)
-    twins = llc(problem, {"w": jnp.zeros(dim)}, key, extrapolate=True, **settings)
+    posterior = LocalPosterior(gamma=0.0, nbeta=nbeta)
+    sampler = SGLD(step_size=eps_h / nbeta, batch_size=100, mala_every=0)
+    plan = RunPlan(num_chains=4, num_samples=3000, num_warmup=200, progress=False)
+    plain = llc(problem, {"w": jnp.zeros(dim)}, key, posterior=posterior, sampler=sampler,
+                plan=plan)
+    twins = llc(problem, {"w": jnp.zeros(dim)}, key, posterior=posterior,
+                sampler=replace(sampler, extrapolate=True), plan=plan)
     half = dim / 2
     exact_plain = half / (1 - eps_h / 4)
     exact_twins = half * (2 / (1 - eps_h / 8) - 1 / (1 - eps_h / 4))
@@ -169,16 +171,18 @@ def test_extrapolation_removes_the_step_size_bias_on_a_gaussian(key):
 
 SHARDED_RUN = """
 import jax
-from slt import models, llc_trajectory
+from slt import RunPlan, models, llc_trajectory
+from slt.samplers import SGLD
 spec = models.reduced_rank_regression(3, 2, 3)
 truth = models.random_low_rank(jax.random.key(0), [3, 2, 3], 1)
 problem = spec.problem(spec.simulate(jax.random.key(1), truth, 500))
 center = problem.unconstrain(truth)
 later = jax.tree.map(lambda w: 1.01 * w, center)
 # two checkpoints x two chains: four chains in one program, split over the devices
-trajectory = llc_trajectory(problem, [center, later], jax.random.key(3), num_chains=2,
-                            num_samples=300, num_warmup=50, step_size=1e-5, batch_size=64,
-                            progress=False)
+trajectory = llc_trajectory(problem, [center, later], jax.random.key(3),
+                            sampler=SGLD(step_size=1e-5, batch_size=64),
+                            plan=RunPlan(num_chains=2, num_samples=300, num_warmup=50,
+                                         progress=False))
 numbers = {"devices": jax.device_count(), "processes": jax.process_count(),
            "per_chain": [r.llc_per_chain.tolist() for r in trajectory.results]}
 """
@@ -248,8 +252,8 @@ def test_the_chunk_program_takes_the_data_as_an_argument(key):
         return 0.5 * (batch["y"] - batch["x"] @ params["w"]) ** 2
 
     problem = Problem.from_loss(nll, {"w": jnp.zeros(20)}, {"x": x, "y": x.sum(1)})
-    run_chains(problem, {"w": jnp.zeros(20)}, key, num_chains=2, num_steps=4, step_size=1e-6,
-               gamma=1.0, nbeta=1.0, batch_size=100, mala_every=2, progress=False)
+    run_chains(problem, {"w": jnp.zeros(20)}, key, _targets(1e-6, 1.0, 1.0),
+               sampler=SGLD(batch_size=100, mala_every=2), plan=_plan(4, num_chains=2))
     compiled = next(reversed(compile_cache._PROGRAMS[problem].values()))
     assert compiled.memory_analysis().argument_size_in_bytes >= x.nbytes
 
@@ -263,14 +267,21 @@ def _exponential_problem(n=6):
     return problem, scales
 
 
-OBSERVED_RUN = dict(num_chains=3, num_steps=45, step_size=0.05, gamma=1.0, nbeta=4.0,
-                    batch_size=6, mala_every=0, chunk_size=10, progress=False)
+OBSERVED_TARGETS = _targets(step_size=0.05, gamma=1.0, nbeta=4.0)
+OBSERVED_SAMPLER = SGLD(batch_size=6, mala_every=0)
+
+
+def _observed_plan(num_warmup, **options):
+    """3 chains, 45 steps in chunks of 10, observed from `num_warmup` on."""
+    return RunPlan(num_chains=3, num_warmup=num_warmup, num_samples=45 - num_warmup,
+                   chunk_size=10, progress=False, **options)
 
 
 def test_observed_moments_are_those_of_the_draws_after_warmup(key):
     """The streamed moments equal NumPy's over the draws the schedule selects (steps 7, 10, ...,
-    43 of 45: from `start`, every 3rd, none from the last chunk's steps past the run), with a
-    second example set read out through a matrix; observing does not change the chains."""
+    43 of 45: from the end of the warmup, every 3rd, none from the last chunk's steps past the
+    run), with a second example set read out through a matrix; observing does not change the
+    chains."""
     from slt.samplers import moments
     from slt.samplers.local_chains import Observables
 
@@ -279,9 +290,12 @@ def test_observed_moments_are_those_of_the_draws_after_warmup(key):
     other = {"c": np.array([3.0, 0.25])}
     readout = np.array([[1.0, -1.0], [0.5, 0.5], [0.0, 2.0]])
     observables = Observables(problem.take(jnp.array([0, 5, 2])), other, y_readout=readout,
-                              start=7, every=3)
-    plain = run_chains(problem, center, key, **OBSERVED_RUN)
-    trace = run_chains(problem, center, key, observables=observables, **OBSERVED_RUN)
+                              every=3)
+    plan = _observed_plan(7)  # observed from the end of the warmup, step 7
+    plain = run_chains(problem, center, key, OBSERVED_TARGETS, sampler=OBSERVED_SAMPLER,
+                       plan=plan)
+    trace = run_chains(problem, center, key, OBSERVED_TARGETS, sampler=OBSERVED_SAMPLER,
+                       plan=plan, observables=observables)
     for name in ("loss", "center_loss", "distance", "final_position"):
         np.testing.assert_array_equal(getattr(trace, name), getattr(plain, name))
     assert plain.moments is None
@@ -297,8 +311,9 @@ def test_observed_moments_are_those_of_the_draws_after_warmup(key):
             moments.covariance(summary)[chain],
             np.cov(x[chain].T, y[chain].T)[:3, 3:], rtol=1e-9, atol=1e-14)
     with pytest.raises(ValueError, match="extrapolate=False"):
-        run_chains(problem, center, key, observables=observables, extrapolate=True,
-                   **OBSERVED_RUN)
+        run_chains(problem, center, key, OBSERVED_TARGETS,
+                   sampler=replace(OBSERVED_SAMPLER, extrapolate=True), plan=plan,
+                   observables=observables)
 
 
 def test_observed_moments_resume_from_a_checkpoint_bitwise(key, tmp_path, monkeypatch):
@@ -309,8 +324,14 @@ def test_observed_moments_resume_from_a_checkpoint_bitwise(key, tmp_path, monkey
 
     problem, _ = _exponential_problem()
     center, path = {"w": jnp.zeros(())}, tmp_path / "run.npz"
-    observables = Observables(problem.take(jnp.arange(4)), start=5, every=2)
-    whole = run_chains(problem, center, key, observables=observables, **OBSERVED_RUN)
+    observables = Observables(problem.take(jnp.arange(4)), every=2)
+    plan = _observed_plan(5)
+
+    def run(**options):
+        return run_chains(problem, center, key, OBSERVED_TARGETS, sampler=OBSERVED_SAMPLER,
+                          plan=replace(plan, **options), observables=observables)
+
+    whole = run()
     save, saves = Checkpoint.save, []
 
     def stop_after_two(self, *args, **kwargs):
@@ -322,10 +343,8 @@ def test_observed_moments_resume_from_a_checkpoint_bitwise(key, tmp_path, monkey
     with monkeypatch.context() as patch:
         patch.setattr(Checkpoint, "save", stop_after_two)
         with pytest.raises(Interrupted):
-            run_chains(problem, center, key, observables=observables, checkpoint=path,
-                       **OBSERVED_RUN)
-    resumed = run_chains(problem, center, key, observables=observables, checkpoint=path,
-                         **OBSERVED_RUN)
+            run(checkpoint=path)
+    resumed = run(checkpoint=path)
     for got, expected in zip(resumed.moments, whole.moments, strict=True):
         np.testing.assert_array_equal(got, expected)
     np.testing.assert_array_equal(resumed.loss, whole.loss)

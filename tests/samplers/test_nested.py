@@ -17,7 +17,7 @@ from jax.scipy.stats import norm
 import slt
 from slt import models, truth
 from slt.samplers import nested
-from slt.samplers.nested import nested_sampling
+from slt.samplers.nested import NestedSampling, nested_sampling
 from slt.validation import InputError
 
 NOISE, PRECISION = 0.5, 2.0  # conjugate_regression()'s noise sd and prior precision
@@ -40,8 +40,8 @@ def _regression_posterior():
 def regression_run():
     case = conjugate_regression()
     traces = nested._TRACE_COUNT[0]
-    run = nested_sampling(case.problem, jax.random.key(0), num_live=400, num_runs=2,
-                          progress=False)
+    run = nested_sampling(case.problem, jax.random.key(0),
+                          NestedSampling(num_live=400, num_runs=2), progress=False)
     return case, run, nested._TRACE_COUNT[0] - traces
 
 
@@ -81,8 +81,8 @@ def test_same_key_same_result_and_one_compilation(regression_run):
     case, run, traces = regression_run
     assert traces == 1  # one program for every chunk of the run
     before = nested._TRACE_COUNT[0]
-    again = nested_sampling(case.problem, jax.random.key(0), num_live=400, num_runs=2,
-                            progress=False)
+    again = nested_sampling(case.problem, jax.random.key(0),
+                            NestedSampling(num_live=400, num_runs=2), progress=False)
     assert nested._TRACE_COUNT[0] == before and again.compile_time == 0.0
     np.testing.assert_array_equal(again.log_evidence, run.log_evidence)
     assert again.combined_log_evidence == run.combined_log_evidence
@@ -91,8 +91,8 @@ def test_same_key_same_result_and_one_compilation(regression_run):
 def test_product_model_within_four_standard_errors():
     """Singular: a, b ~ N(0, 1), truth ab = 0, n = 1000; log Z by quadrature."""
     case = product_model()
-    run = nested_sampling(case.problem, jax.random.key(1), num_live=300, num_runs=2,
-                          progress=False)
+    run = nested_sampling(case.problem, jax.random.key(1),
+                          NestedSampling(num_live=300, num_runs=2), progress=False)
     assert abs(run.combined_log_evidence - case.log_evidence) < 4 * run.std_error
     assert run.std_error < 0.1
 
@@ -102,7 +102,8 @@ def test_conjugate_regression_with_more_live_points_within_a_tenth_of_a_nat():
     case = conjugate_regression()
     # H ≈ 9 nats: 4 runs of 2000 live points give se ≈ sqrt(9 / 8000) ≈ 0.035, so that
     # 0.1 nats is three standard errors (the default 4 × 500 gives 0.07)
-    run = nested_sampling(case.problem, jax.random.key(2), num_live=2000, progress=False)
+    run = nested_sampling(case.problem, jax.random.key(2), NestedSampling(num_live=2000),
+                          progress=False)
     error = abs(run.combined_log_evidence - case.log_evidence)
     assert error < 0.1 and error < 4 * run.std_error and run.std_error < 0.05
 
@@ -136,8 +137,9 @@ def _from_loss_regression(log_prior=True):
 @pytest.mark.slow
 def test_from_loss_with_a_prior_sampler():
     problem, exact = _from_loss_regression()
-    run = nested_sampling(problem, jax.random.key(5), num_live=500, progress=False,
-                          prior_sampler=lambda key, num: jax.random.normal(key, (num, 1)))
+    run = nested_sampling(problem, jax.random.key(5), NestedSampling(
+        num_live=500, prior_sampler=lambda key, num: jax.random.normal(key, (num, 1))),
+        progress=False)
     assert abs(run.combined_log_evidence - exact) < 4 * run.std_error
 
 
@@ -160,7 +162,9 @@ def test_bad_input():
     ]
     for settings, message in bad:
         with pytest.raises(InputError, match=message):
-            nested_sampling(problem, key, progress=False, **settings)
+            nested_sampling(problem, key, NestedSampling(**settings), progress=False)
+    with pytest.raises(InputError, match="sampler must be a NestedSampling value"):
+        nested_sampling(problem, key, {"num_live": 10})
     with pytest.raises(InputError, match="problem"):
         nested_sampling("model", key)
     with pytest.raises(InputError, match="key"):
@@ -183,8 +187,9 @@ def test_a_likelihood_that_vanishes_at_every_prior_draw_is_an_error():
         jnp.zeros(1), problem.data, log_prior=lambda params: jnp.sum(norm.logpdf(params)),
     )
     with pytest.raises(ValueError, match="every initial live point"):
-        nested_sampling(impossible, jax.random.key(0), num_live=20, num_runs=1,
-                        progress=False, prior_sampler=lambda key, num: jnp.full((num, 1), 6.0))
+        nested_sampling(impossible, jax.random.key(0), NestedSampling(
+            num_live=20, num_runs=1, prior_sampler=lambda key, num: jnp.full((num, 1), 6.0)),
+            progress=False)
 
 
 @pytest.mark.slow
@@ -192,7 +197,7 @@ def test_float32_parameters_under_x64():
     """BlackJAX's slice coordinate is a float64 under x64; float32 problems must stay so."""
     case = product_model()
     problem = models.product_model().problem(case.problem.data, x64=False)
-    run = nested_sampling(problem, jax.random.key(6), num_live=300, num_runs=2,
+    run = nested_sampling(problem, jax.random.key(6), NestedSampling(num_live=300, num_runs=2),
                           progress=False)
     assert run.samples.dtype == np.float32
     assert abs(run.combined_log_evidence - case.log_evidence) < 4 * run.std_error

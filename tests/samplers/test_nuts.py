@@ -1,4 +1,4 @@
-"""NUTS at per-chain inverse temperatures: correctness against closed forms, one compile.
+"""NUTS at several inverse temperatures: correctness against closed forms, one compile.
 
 The problem and the configuration (4 chains, 1000 warm-up steps, 1000 draws) are those of
 tests/estimators/test_wbic.py, so the compiled program is shared.
@@ -11,14 +11,15 @@ import pytest
 from estimators.evidence_cases import conjugate_regression
 
 from slt import compile_cache
-from slt.samplers.nuts import nll_of_draws, pointwise_loglik_of_draws, sample_nuts
+from slt.samplers.nuts import NUTS, nll_of_draws, pointwise_loglik_of_draws, sample_nuts
 
 
 @pytest.mark.heavy
 def test_chains_at_different_temperatures_hit_their_own_expectations():
     case = conjugate_regression()
     betas = np.array([0.0, 0.05, 0.2, 1.0])  # beta = 0 samples the prior
-    draws = sample_nuts(case.problem, jax.random.key(1), betas, progress=False)
+    draws = sample_nuts(case.problem, jax.random.key(1), betas, NUTS(num_chains=1),
+                        progress=False)
     assert draws.positions.shape == (4, 1000, 3) and draws.nll.shape == (4, 1000)
     for chain, beta in enumerate(betas):
         nll = draws.nll[chain]
@@ -30,7 +31,7 @@ def test_chains_at_different_temperatures_hit_their_own_expectations():
 
 def test_the_program_compiles_once_per_configuration():
     problem = conjugate_regression().problem
-    betas = np.full(4, 0.5)
+    betas = 0.5  # four chains (`NUTS()`) at one temperature
     before = compile_cache.compile_count("nuts")
     first = sample_nuts(problem, jax.random.key(2), betas, progress=False)
     second = sample_nuts(problem, jax.random.key(3), betas, progress=False)
@@ -59,6 +60,8 @@ def test_bad_input():
     with pytest.raises(ValueError, match=">= 0"):
         sample_nuts(problem, jax.random.key(0), [-1.0])
     with pytest.raises(ValueError, match="num_samples"):
-        sample_nuts(problem, jax.random.key(0), [1.0], num_samples=0)
+        sample_nuts(problem, jax.random.key(0), [1.0], NUTS(num_samples=0))
     with pytest.raises(ValueError, match=r"init\['w'\] is not finite"):
         sample_nuts(problem, jax.random.key(0), [1.0], init={"w": jnp.full(3, jnp.nan)})
+    with pytest.raises(ValueError, match="sampler must be a NUTS value"):
+        sample_nuts(problem, jax.random.key(0), [1.0], {"num_samples": 10})

@@ -11,7 +11,7 @@ from jax.scipy.stats import norm
 
 import slt
 from slt import models, truth
-from slt.samplers.tempering import sample_prior, tempered_smc
+from slt.samplers.tempering import Tempering, sample_prior, tempered_smc
 
 
 def test_prior_draws_have_the_prior_moments():
@@ -44,8 +44,8 @@ def test_a_diffuse_prior_gets_a_fine_first_step_and_the_right_evidence():
     problem = slt.Problem.from_loss(nll, jnp.zeros(1), data, log_prior=log_prior)
     with pytest.raises(ValueError, match="prior_sampler"):
         tempered_smc(problem, jax.random.key(2), progress=False)
-    run = tempered_smc(problem, jax.random.key(2), num_particles=500, num_copies=2,
-                       prior_sampler=prior_sampler, progress=False)
+    run = tempered_smc(problem, jax.random.key(2), Tempering(
+        num_particles=500, num_copies=2, prior_sampler=prior_sampler), progress=False)
     assert np.all(run.betas[:, 1] < 1e-6)
     assert np.all(np.abs(run.log_evidence - exact) < 0.3)
     assert np.all(np.nanmin(run.acceptance, axis=1) > 0.3)
@@ -54,13 +54,15 @@ def test_a_diffuse_prior_gets_a_fine_first_step_and_the_right_evidence():
 def test_bad_input():
     problem = conjugate_regression().problem
     with pytest.raises(ValueError, match="num_particles"):
-        tempered_smc(problem, jax.random.key(0), num_particles=1)
+        tempered_smc(problem, jax.random.key(0), Tempering(num_particles=1))
     with pytest.raises(ValueError, match="num_mcmc_steps"):
-        tempered_smc(problem, jax.random.key(0), num_mcmc_steps=0)
+        tempered_smc(problem, jax.random.key(0), Tempering(num_mcmc_steps=0))
     with pytest.raises(ValueError, match="kernel must be one of"):
-        tempered_smc(problem, jax.random.key(0), kernel="mala")
+        tempered_smc(problem, jax.random.key(0), Tempering(kernel="mala"))
     with pytest.raises(ValueError, match="num_particles must be at least 16"):
-        tempered_smc(problem, jax.random.key(0), kernel="hmc_imh", num_particles=10)
+        tempered_smc(problem, jax.random.key(0), Tempering(kernel="hmc_imh", num_particles=10))
     with pytest.raises(ValueError, match="every prior draw"):
-        tempered_smc(problem, jax.random.key(0), num_particles=10,
-                     prior_sampler=lambda key, num: jnp.full((num, 3), jnp.nan))
+        tempered_smc(problem, jax.random.key(0), Tempering(
+            num_particles=10, prior_sampler=lambda key, num: jnp.full((num, 3), jnp.nan)))
+    with pytest.raises(ValueError, match="sampler must be a Tempering value"):
+        tempered_smc(problem, jax.random.key(0), {"num_particles": 10})

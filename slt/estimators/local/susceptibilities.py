@@ -31,7 +31,7 @@ Every component's chains run in one compiled program (the masks are runtime argu
 reference examples and of every subset once (a training index shared by the reference and subsets
 is evaluated once) and keep, on device, the streaming moments of phi_C and of every Delta L_S,
 linear readouts of those losses (`slt.samplers.moments`): memory O(number of subsets) per chain.
-Standard errors are between chains (`slt.estimators.observed`). """
+Standard errors are between chains (`slt.estimators.local.observed`). """
 
 from __future__ import annotations
 
@@ -45,10 +45,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from slt.estimators.llc import LLCResult
-from slt.estimators.llc_parts import leaf_parts
-from slt.estimators.local_run import LocalPosterior
-from slt.estimators.observed import (
+from slt.estimators.local.llc import LLCResult
+from slt.estimators.local.observed import (
     between_chains,
     example_batch,
     example_indices,
@@ -57,6 +55,8 @@ from slt.estimators.observed import (
     observed_runs,
     rhat,
 )
+from slt.estimators.local.parts import leaf_parts
+from slt.estimators.local.posterior import LocalPosterior
 from slt.problem import Params, Problem, require_problem
 from slt.results import Persistable
 from slt.samplers import moments

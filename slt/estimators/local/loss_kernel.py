@@ -19,7 +19,7 @@ Sigma the posterior covariance of w, K_ij ≈ grad l_i^T Sigma grad l_j and g_i 
 Both come from one run of `llc`'s chains that evaluates the examples' losses every
 `plan.observe_every`-th draw after the warmup and keeps, per chain and on device, the streaming
 means and co-moments (`slt.samplers.moments`): memory m^2 per chain, whatever the number of draws.
-Standard errors and R-hat are between chains (`slt.estimators.observed`). """
+Standard errors and R-hat are between chains (`slt.estimators.local.observed`). """
 
 from __future__ import annotations
 
@@ -30,9 +30,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from slt.estimators.llc import LLCResult
-from slt.estimators.local_run import LocalPosterior
-from slt.estimators.observed import (
+from slt.estimators.local.llc import LLCResult
+from slt.estimators.local.observed import (
     between_chains,
     cluster_order,
     example_batch,
@@ -42,6 +41,7 @@ from slt.estimators.observed import (
     observed_runs,
     rhat,
 )
+from slt.estimators.local.posterior import LocalPosterior
 from slt.problem import Params, Problem, require_problem
 from slt.results import Persistable
 from slt.samplers import moments

@@ -31,8 +31,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from slt.estimators.llc_calibration import llc_calibrate
-from slt.estimators.local_run import (
+from slt.estimators.local.calibration import llc_calibrate
+from slt.estimators.local.posterior import (
     MAX_DRIFT,
     LocalPosterior,
     check_local_run,
@@ -253,7 +253,7 @@ def llc(
     ran hot: lambda_hat too high), the step is halved and the run repeated with twice the
     warmup (the chains move half as far per step); if the chains had not settled (lambda_hat
     drifting between the halves of the draws by more than 3 standard errors and 1%:
-    `slt.estimators.local_run.drifting`), the run is repeated at the same step with twice the
+    `slt.estimators.local.posterior.drifting`), the run is repeated at the same step with twice the
     warmup; at most 3 repetitions, each noted in `warnings` (not with a checkpoint, whose file
     belongs to one step size; the temperature check not with mala_every=0, which measures no
     temperature). The warmup is at least what the calibration's chains needed to settle. On a
@@ -377,7 +377,7 @@ def local_runs(problem: Problem, centers: list[Params], parts: list[LocalPart],
     most `AUTO_HALVINGS` times; not with a checkpoint (the file belongs to one run). `notes`
     start every part's warnings. `llc` is the case of one part. `observables`
     (`slt.samplers.local_chains.Observables`) are summarised along every chain from the end
-    of the warmup (`slt.estimators.observed`).
+    of the warmup (`slt.estimators.local.observed`).
 
     Returns:
       One (`LLCResult`, the `ChainTrace` of its chains: warmup included, `moments` with

@@ -17,13 +17,64 @@ from slt import compile_cache
 from slt.problem import Params, Problem, require_problem
 from slt.results import Persistable, point_variables
 from slt.validation import (
+    require_instance,
     require_int,
     require_key,
     require_params,
     require_positive,
 )
 
-__all__ = ["FitResult", "Optimum", "fit_map"]
+__all__ = ["FitResult", "MAPFit", "Optimum", "fit_map"]
+
+
+@dataclass(frozen=True)
+class MAPFit:
+    """How `fit_map` optimises: random restarts, Adam to a basin, L-BFGS to convergence.
+
+    Each of `num_restarts` restarts starts at `problem.init` (uniform on
+    (-init_radius, init_radius) in unconstrained coordinates; the first at `init` when one is
+    given), takes `adam_steps` Adam steps on the per-example objective f(w) = -(1/n) log p
+    (log p(w | D) for MAP, log p(D | w) for MLE), the learning rate cosine-decayed from
+    `learning_rate` to 1% of it, then polishes with L-BFGS (zoom line search) until
+    ||grad f|| < `grad_tol` or `lbfgs_steps` steps are taken. All restarts run at once (`vmap`).
+
+    Attributes:
+      num_restarts: random starting points (>= 1). The default, 32, finds the global optimum
+        on every model of `slt.models` at the sizes in tests/test_fit.py (ReLU networks have
+        many near-equal local optima; 8 restarts missed it by 1e-3 nats).
+      init_radius: half-width of the uniform starting box (> 0).
+      adam_steps: Adam steps (>= 0); learning_rate: Adam's initial learning rate (> 0).
+      lbfgs_steps: the most L-BFGS steps (>= 0); grad_tol: they stop once the gradient norm
+        of the per-example objective is below this (>= 0).
+      agree_tol: restarts within this many nats of the best count as agreeing
+        (`FitResult.num_agree`).
+
+    Example:
+      >>> MAPFit(num_restarts=4)
+      MAPFit(num_restarts=4, init_radius=2.0, adam_steps=2000, learning_rate=0.05, \
+lbfgs_steps=500, grad_tol=1e-08, agree_tol=0.001)
+      >>> MAPFit(learning_rate=-1.0)
+      Traceback (most recent call last):
+      slt.validation.InputError: learning_rate must be a finite number > 0, got -1.0
+    """
+
+    num_restarts: int = 32
+    init_radius: float = 2.0
+    adam_steps: int = 2000
+    learning_rate: float = 0.05
+    lbfgs_steps: int = 500
+    grad_tol: float = 1e-8
+    agree_tol: float = 1e-3
+
+    def __post_init__(self):
+        for name, minimum in (("num_restarts", 1), ("adam_steps", 0), ("lbfgs_steps", 0)):
+            object.__setattr__(self, name, require_int(name, getattr(self, name),
+                                                       minimum=minimum))
+        for name in ("init_radius", "learning_rate"):
+            object.__setattr__(self, name, require_positive(name, getattr(self, name)))
+        for name in ("grad_tol", "agree_tol"):
+            object.__setattr__(self, name, require_positive(name, getattr(self, name),
+                                                            allow_zero=True))
 
 
 @dataclass(frozen=True)
@@ -129,52 +180,35 @@ class FitResult(Optimum, Persistable):
         )
 
 
-def fit_map(  # 11 user parameters (Args), flat for help(); 38/96 lines docstring
+def fit_map(
     problem: Problem,
     key: jax.Array,
+    optimizer: MAPFit = MAPFit(),
     *,
     prior: bool = True,
-    num_restarts: int = 32,
-    init_radius: float = 2.0,
-    adam_steps: int = 2000,
-    learning_rate: float = 0.05,
-    lbfgs_steps: int = 500,
-    grad_tol: float = 1e-8,
-    agree_tol: float = 1e-3,
     init: Params | None = None,
 ) -> FitResult:
     """Maximise log p(w | D) (MAP) or log p(D | w) (MLE, `prior=False`) from random restarts.
 
-    Each restart starts at `problem.init` (uniform on (-init_radius, init_radius) in
-    unconstrained coordinates), takes `adam_steps` Adam steps on the per-example objective
-    -(1/n) log p (cosine-decayed from `learning_rate` to 1% of it) to reach a basin robustly, then
-    polishes with L-BFGS (zoom line search) until the gradient norm of the per-example objective
-    is below `grad_tol` or `lbfgs_steps` steps are taken. All restarts run at once (`vmap`).
-    MAP is taken in unconstrained coordinates (the prior includes the log-Jacobian), which is
-    the point a Laplace approximation expands around. With ReLU networks the optimum can sit
-    on a kink (a data point on a unit's boundary), where the gradient does not vanish:
-    `grad_norm` then stays O(1) although the objective is optimal to ~1e-6 nats.
+    The restarts, Adam and L-BFGS phases are `optimizer`'s (`MAPFit`, its fields stated
+    there). MAP is taken in unconstrained coordinates (the prior includes the log-Jacobian),
+    which is the point a Laplace approximation expands around. With ReLU networks the optimum
+    can sit on a kink (a data point on a unit's boundary), where the gradient does not
+    vanish: `grad_norm` then stays O(1) although the objective is optimal to ~1e-6 nats.
 
     Args:
       problem: the model and data.
       key: PRNG key for the starting points.
+      optimizer: the restarts and the optimiser's settings (`MAPFit`).
       prior: True for MAP, False for maximum likelihood.
-      num_restarts: number of random starting points. The default, 32, finds the global
-        optimum on every model of `slt.models` at the sizes in tests/test_fit.py (ReLU
-        networks have many near-equal local optima; 8 restarts missed it by 1e-3 nats).
-      init_radius: half-width of the uniform starting box.
-      adam_steps, learning_rate: the Adam phase.
-      lbfgs_steps, grad_tol: the L-BFGS phase and its stopping rule.
-      agree_tol: restarts within this many nats of the best count as agreeing.
       init: optional starting point (unconstrained pytree) used as the first restart.
 
     Returns:
       A `FitResult`.
 
     Raises:
-      InputError (a ValueError): problem not a Problem, key not a PRNG key, a count that is not
-        an integer in range, a rate or radius that is not finite and positive, an `init` that
-        does not fit the problem or is not finite.
+      InputError (a ValueError): problem not a Problem, key not a PRNG key, optimizer not a
+        `MAPFit` value, an `init` that does not fit the problem or is not finite.
       FloatingPointError: every restart ended at a non-finite objective.
 
     Example:
@@ -184,13 +218,11 @@ def fit_map(  # 11 user parameters (Args), flat for help(); 38/96 lines docstrin
     """
     require_problem(problem)
     require_key(key)
-    num_restarts = require_int("num_restarts", num_restarts, minimum=1)
-    adam_steps = require_int("adam_steps", adam_steps, minimum=0)
-    lbfgs_steps = require_int("lbfgs_steps", lbfgs_steps, minimum=0)
-    init_radius = require_positive("init_radius", init_radius)
-    learning_rate = require_positive("learning_rate", learning_rate)
-    grad_tol = require_positive("grad_tol", grad_tol, allow_zero=True)
-    agree_tol = require_positive("agree_tol", agree_tol, allow_zero=True)
+    require_instance("optimizer", optimizer, MAPFit, "a MAPFit value, e.g. MAPFit()")
+    num_restarts, init_radius = optimizer.num_restarts, optimizer.init_radius
+    adam_steps, learning_rate = optimizer.adam_steps, optimizer.learning_rate
+    lbfgs_steps, grad_tol = optimizer.lbfgs_steps, optimizer.grad_tol
+    agree_tol = optimizer.agree_tol
     if init is not None:
         require_params(problem, init, "init")
 

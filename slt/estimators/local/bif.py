@@ -38,7 +38,7 @@ The covariances come from one run of `llc`'s chains that evaluates the losses of
 examples and the queries every `plan.observe_every`-th draw after the warmup and keeps, per chain
 and on device, their streaming means and cross co-moment (`slt.samplers.moments`): memory n_train x
 n_query per chain, whatever the number of draws. Standard errors and R-hat are between chains
-(`slt.estimators.observed`). """
+(`slt.estimators.local.observed`). """
 
 from __future__ import annotations
 
@@ -49,9 +49,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from slt.estimators.llc import LLCResult
-from slt.estimators.local_run import LocalPosterior
-from slt.estimators.observed import (
+from slt.estimators.local.llc import LLCResult
+from slt.estimators.local.observed import (
     between_chains,
     cluster_order,
     example_batch,
@@ -61,6 +60,7 @@ from slt.estimators.observed import (
     observed_runs,
     rhat,
 )
+from slt.estimators.local.posterior import LocalPosterior
 from slt.problem import Params, Problem, require_problem
 from slt.results import Persistable
 from slt.samplers import moments

@@ -49,7 +49,7 @@ equations give L'(M_j) = L'_jj exactly: sBIC is then ℓ_j - λ_jj log n, i.e. B
 weighted mean of L'_ij ≥ L'_jj, so sBIC never penalises more than ℓ_j - λ_jj log n.
 
 Example:
-  >>> from slt.estimators.sbic import sbic_gaussian_mixtures
+  >>> from slt.estimators.evidence.sbic import sbic_gaussian_mixtures
   >>> result = sbic_gaussian_mixtures([-657.7, -617.5, -616.1, -615.2], n=300)
   >>> result.selected, round(float(result.posterior[1]), 3)
   ('K=2', 0.818)
@@ -245,7 +245,7 @@ def sbic(  # 51 of its 86 lines are docstring: the math, example, references
 
     Example:
       >>> from slt import truth
-      >>> from slt.estimators.sbic import sbic
+      >>> from slt.estimators.evidence.sbic import sbic
       >>> result = sbic([-720.0, -702.9, -702.4], 500,
       ...               lambda i, j: truth.rrr_rlct(4, 4, j + 1, i + 1))
       >>> result.selected
@@ -330,7 +330,7 @@ def sbic_gaussian_mixtures(
       InputError (a ValueError): as `sbic`, and dim or φ out of range.
 
     Example:
-      >>> from slt.estimators.sbic import sbic_gaussian_mixtures
+      >>> from slt.estimators.evidence.sbic import sbic_gaussian_mixtures
       >>> result = sbic_gaussian_mixtures([-657.7, -617.5, -616.1, -615.2], n=300)
       >>> result.selected, result.bic_selected
       ('K=2', 'K=2')
@@ -388,7 +388,7 @@ def sbic_reduced_rank(
         min(M, N).
 
     Example:
-      >>> from slt.estimators.sbic import sbic_reduced_rank
+      >>> from slt.estimators.evidence.sbic import sbic_reduced_rank
       >>> result = sbic_reduced_rank([-720.0, -702.9, -702.4], 500, M=4, N=4)
       >>> result.selected, float(result.learning_coefficients[1, 2])   # r = 2, H = 3
       ('rank=2', 7.0)
@@ -451,7 +451,7 @@ def plug_in_learning_coefficients(lambda_hats: Sequence[float]) -> np.ndarray:
       InputError (a ValueError): not a non-empty 1-D sequence of finite numbers >= 0.
 
     Example:
-      >>> from slt.estimators.sbic import plug_in_learning_coefficients, sbic
+      >>> from slt.estimators.evidence.sbic import plug_in_learning_coefficients, sbic
       >>> lambda_hats = np.array([1.0, 1.6, 1.9])
       >>> table = plug_in_learning_coefficients(lambda_hats)
       >>> result = sbic([-400.0, -390.0, -389.5], 200, table)

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from slt.estimators.llc import (
+from slt.estimators.local.llc import (
     LLCResult,
     LocalPart,
     LocalRun,
@@ -35,7 +35,7 @@ from slt.estimators.llc import (
     chosen_step_sizes,
     local_runs,
 )
-from slt.estimators.local_run import LocalPosterior, check_local_run, restriction_mask
+from slt.estimators.local.posterior import LocalPosterior, check_local_run, restriction_mask
 from slt.prediction import leaf_names
 from slt.problem import Params, Problem
 from slt.results import Persistable

@@ -40,6 +40,12 @@ Two solvers for the direction d, from the eigendecomposition G = V diag(l) V^T:
   rank it used is reported at every step. For a Gaussian model fitted by maximum likelihood,
   grad J lies in the range of G, so G d = grad J exactly.
 
+The optimiser is configured by one frozen value, `NaturalGradientOptions` (the objective,
+the Fisher kind, the solver and its damping, the step and its line search, the Monte Carlo
+draws, the rank tolerance), as an Optax optimiser is by its hyperparameters:
+`natural_gradient(model, data, options=...)` builds the pure (init, step) pair for one
+model and data set, and `natural_gradient_fit` runs it from one start.
+
 Each step is one compiled call: the Fisher, the gradient, the eigendecomposition, and
 (`line_search=True`, default) a backtracking line search from `learning_rate`, halving the
 step until the Armijo condition J(w - t d) <= J(w) - 1e-4 t grad J^T d holds (1e-4 is the
@@ -70,16 +76,18 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from slt.fit import Optimum
+from slt.fit.map import Optimum
 from slt.geometry.fisher import prepare
 from slt.geometry.kernels import fisher_function
 from slt.geometry.observation import as_model_spec, observation_model
+from slt.geometry.request import FisherRequest
 from slt.geometry.spectrum import DEFAULT_RANK_TOL, check_rank_tol
 from slt.models.base import ModelSpec
 from slt.problem import Params, Problem
 from slt.results import Persistable, point_variables
 from slt.validation import (
     InputError,
+    require_bool,
     require_instance,
     require_int,
     require_one_of,
@@ -92,6 +100,7 @@ __all__ = [
     "NaturalGradient",
     "NaturalGradientDirection",
     "NaturalGradientInfo",
+    "NaturalGradientOptions",
     "NaturalGradientResult",
     "NaturalGradientState",
     "natural_gradient",
@@ -146,6 +155,73 @@ def _check_solver(solver: str, damping) -> float | None:
     if solver == "pinv":
         raise InputError("solver='pinv' takes no damping; use solver='damped' to damp")
     return value
+
+
+
+@dataclass(frozen=True)
+class NaturalGradientOptions:
+    """How a natural-gradient optimiser steps: objective, metric, solver, step and draws.
+
+    One step from w (module docstring), with J the per-example objective and G its metric,
+
+        w <- w - t d,   d = (G + eps I)^{-1} grad J  ("damped")  or  G^+ grad J  ("pinv"),
+
+        J(w) = -(1/n) [ sum_i log p(y_i | x_i, w) + log p(w) ],   G(w) = I(w) + H_prior(w) / n,
+
+    (MLE, `prior=False`, drops log p(w) and H_prior), t = `learning_rate`, halved until the
+    Armijo condition J(w - t d) <= J(w) - 1e-4 t grad J^T d holds when `line_search`.
+
+    Attributes:
+      prior: True: MAP (objective and metric include the prior); False: maximum likelihood.
+      kind: the Fisher I(w): "auto" (exact where `fisher_information` has a closed form,
+        else "monte_carlo"), "exact", "monte_carlo" (fresh draws of y at every step) or
+        "empirical" (the gradient outer product at the observed data; not the Fisher
+        information).
+      solver: "damped" or "pinv" (`natural_gradient_direction`).
+      damping: eps >= 0 of "damped"; None: eps = 1e-2 tr(G) / d, one hundredth of the mean
+        eigenvalue (Sun & Nielsen 2016, eq. 30); refused by "pinv".
+      learning_rate: t > 0, the step (or the first step the line search tries); 1 is the full
+        natural-gradient (Fisher-scoring) step.
+      line_search: backtrack until J decreases enough.
+      num_draws: replicates R >= 2 of y per input for the Monte Carlo Fisher. The default 32
+        gives a relative standard error of about sqrt(2 / (32 n)) per entry (at most 5% for
+        n >= 25 inputs): ample for a preconditioner, whose small eigenvalues are damped
+        anyway.
+      rank_tol: eigenvalues of G at most rank_tol times the largest count as zero (the rank
+        reported, and the eigenvalues "pinv" drops).
+
+    Raises:
+      InputError (a ValueError): a field out of its range, named in the message.
+
+    Example:
+      >>> NaturalGradientOptions(solver="pinv", prior=False)
+      NaturalGradientOptions(prior=False, kind='auto', solver='pinv', damping=None, \
+learning_rate=1.0, line_search=True, num_draws=32, rank_tol=1e-10)
+      >>> NaturalGradientOptions(solver="pinv", damping=1e-3)
+      Traceback (most recent call last):
+      slt.validation.InputError: solver='pinv' takes no damping; use solver='damped' to damp
+    """
+
+    prior: bool = True
+    kind: str = "auto"
+    solver: str = "damped"
+    damping: float | None = None
+    learning_rate: float = 1.0
+    line_search: bool = True
+    num_draws: int = 32
+    rank_tol: float = DEFAULT_RANK_TOL
+
+    def __post_init__(self):
+        def store(name, value):
+            object.__setattr__(self, name, value)
+
+        store("prior", require_bool("prior", self.prior))
+        require_one_of("kind", self.kind, FISHER_KINDS)
+        store("damping", _check_solver(self.solver, self.damping))
+        store("learning_rate", require_positive("learning_rate", self.learning_rate))
+        store("line_search", require_bool("line_search", self.line_search))
+        store("num_draws", require_int("num_draws", self.num_draws, minimum=2))
+        store("rank_tol", check_rank_tol(self.rank_tol))
 
 
 def natural_gradient_direction(
@@ -213,7 +289,8 @@ class NaturalGradientInfo(NamedTuple):
 
 
 class NaturalGradient(NamedTuple):
-    """A natural-gradient optimiser for one model and data set (`natural_gradient`).
+    """A natural-gradient optimiser for one model and data set (`natural_gradient`), in
+    BlackJAX's form: pure functions over a `NaturalGradientState`.
 
     init(params) -> state, from unconstrained parameters (a pytree, as `Problem.init`).
     step(key, state) -> (state, info): one compiled step; the key feeds the Monte Carlo
@@ -259,8 +336,9 @@ def _coordinate_order(problem: Problem, coordinates) -> np.ndarray:
     return order.astype(int)
 
 
-def _fisher_setup(model, values, data, kind, num_samples, key):
-    """`prepare` the Fisher of `kind`; "auto" takes "exact" where it exists, else Monte Carlo."""
+def _fisher_setup(model, values, data, kind, num_draws):
+    """`prepare` the Fisher of `kind`; "auto" takes "exact" where it exists, else Monte Carlo.
+    A Monte Carlo setup is checked with a stand-in key: `step` gives each step its own."""
     observation, _ = observation_model(model, values)
     inputs = None
     if observation.input_name is not None:
@@ -270,9 +348,13 @@ def _fisher_setup(model, values, data, kind, num_samples, key):
 
     def attempt(which):
         if which == "empirical":
-            return prepare(model, values, kind=which, data=data, coordinates="unconstrained")
-        extra = {"num_samples": num_samples, "key": key} if which == "monte_carlo" else {}
-        return prepare(model, values, kind=which, x=inputs, coordinates="unconstrained", **extra)
+            request = FisherRequest(kind=which, data=data, coordinates="unconstrained")
+            return prepare(model, values, request=request)
+        monte_carlo = which == "monte_carlo"
+        request = FisherRequest(kind=which, x=inputs, coordinates="unconstrained",
+                                num_draws=num_draws if monte_carlo else None)
+        return prepare(model, values, key=jax.random.key(0) if monte_carlo else None,
+                       request=request)
 
     if kind != "auto":
         return attempt(kind)
@@ -282,19 +364,11 @@ def _fisher_setup(model, values, data, kind, num_samples, key):
         return attempt("monte_carlo")
 
 
-def natural_gradient(  # 11 user parameters (Args), flat for help(); 30/94 lines docstring
+def natural_gradient(
     model: ModelSpec | Problem,
     data: Mapping[str, Any] | None = None,
     *,
-    prior: bool = True,
-    kind: str = "auto",
-    solver: str = "damped",
-    damping: float | None = None,
-    learning_rate: float = 1.0,
-    line_search: bool = True,
-    num_samples: int = 32,
-    rank_tol: float = DEFAULT_RANK_TOL,
-    key: jax.Array | None = None,
+    options: NaturalGradientOptions = NaturalGradientOptions(),
 ) -> NaturalGradient:
     """A natural-gradient optimiser (init, step) for `model` on `data` (BlackJAX style).
 
@@ -304,45 +378,36 @@ def natural_gradient(  # 11 user parameters (Args), flat for help(); 30/94 lines
         observation density, which both know.
       data: for a ModelSpec, the data dict, as for `Problem` ({"x": ..., "y": ...} or
         {"y": ...}).
-      prior: True: MAP (objective and metric include the prior); False: maximum likelihood.
-      kind: Fisher kind: "auto" (exact where `fisher_information` has it, else
-        "monte_carlo"), "exact", "monte_carlo" or "empirical" (the gradient outer product
-        at the observed data; not the Fisher information).
-      solver, damping, rank_tol: as in `natural_gradient_direction`.
-      learning_rate: the step (or the first step the line search tries); 1 is the full
-        natural-gradient (Fisher-scoring) step.
-      line_search: backtrack until J decreases enough (module docstring).
-      num_samples: replicates of y per input for the Monte Carlo Fisher. The default 32
-        gives a relative standard error of about sqrt(2 / (32 n)) per entry (at most 5%
-        for n >= 25 inputs): ample for a preconditioner, whose small eigenvalues are
-        damped anyway.
-      key: PRNG key used only to validate a Monte Carlo setup (draws come from `step`).
+      options: how it steps (`NaturalGradientOptions`: MAP or MLE, the Fisher kind, the
+        solver and damping, the learning rate and line search, the Monte Carlo draws, the
+        rank tolerance); default: MAP, exact Fisher where available, damping
+        eps = 1e-2 tr(G) / d, full steps with backtracking.
 
     Returns:
-      A `NaturalGradient`.
+      A `NaturalGradient`; its `step(key, state)` takes the key of the Monte Carlo Fisher.
 
     Example:
-      >>> optimiser = natural_gradient(problem, prior=False)     # linear regression, d = 2
+      >>> mle = NaturalGradientOptions(prior=False)
+      >>> optimiser = natural_gradient(problem, options=mle)     # linear regression, d = 2
       >>> state = optimiser.init({"w": jnp.zeros(2)})
       >>> state, info = optimiser.step(key, state)
       >>> state.position.round(3), bool(info.accepted)     # near the MLE after one damped step
       (Array([ 0.989, -0.439], dtype=float64), True)
     """
-    damping = _check_solver(solver, damping)
-    rank_tol = check_rank_tol(rank_tol)
-    require_one_of("kind", kind, FISHER_KINDS)
-    learning_rate = require_positive("learning_rate", learning_rate)
+    require_instance("options", options, NaturalGradientOptions,
+                     "a NaturalGradientOptions(...)")
+    prior, solver, damping, rank_tol = (options.prior, options.solver, options.damping,
+                                        options.rank_tol)
     with jax.enable_x64(True):
         problem = _problem_of(model, data)
         values = {k: np.asarray(v) for k, v in problem.constrain(problem.init(
             jax.random.key(0))).items()}
-        setup = _fisher_setup(model, values, problem.data, kind, num_samples,
-                              jax.random.key(0) if key is None else key)
+        setup = _fisher_setup(model, values, problem.data, options.kind, options.num_draws)
         metric, order = _metric_function(problem, setup, prior)
     objective = _objective(problem, prior)
     start_value_and_grad = jax.jit(jax.value_and_grad(objective))
     jitted = jax.jit(_step_function(objective, metric, solver, damping, rank_tol,
-                                    learning_rate, line_search))
+                                    options.learning_rate, options.line_search))
     quadrature = setup.kind == "exact" and setup.observation.family == "normal_mixture"
 
     def arrays_for(key, position):
@@ -387,7 +452,7 @@ def _metric_function(problem: Problem, setup, prior: bool):
     order = _coordinate_order(problem, setup.coordinates)
     inverse = np.argsort(order)
     fisher = fisher_function(setup.kind, setup.observation, setup.coordinates,
-                             num_samples=setup.num_samples)
+                             num_draws=setup.num_draws)
 
     def metric(position, arrays):
         information, _ = fisher(position[order], arrays)
@@ -537,22 +602,15 @@ class NaturalGradientResult(Optimum, Persistable):
         )
 
 
-def natural_gradient_fit(  # 14 user parameters (Args), flat for help(); 38/98 lines docstring
+def natural_gradient_fit(
     model: ModelSpec | Problem,
     data: Mapping[str, Any] | None = None,
     key: jax.Array | None = None,
     *,
+    options: NaturalGradientOptions = NaturalGradientOptions(),
     init: Params | None = None,
-    prior: bool = True,
-    kind: str = "auto",
-    solver: str = "damped",
-    damping: float | None = None,
-    learning_rate: float = 1.0,
-    line_search: bool = True,
     max_steps: int = 100,
     grad_tol: float = 1e-8,
-    num_samples: int = 32,
-    rank_tol: float = DEFAULT_RANK_TOL,
 ) -> NaturalGradientResult:
     """Maximise log p(w | D) (or log p(D | w), `prior=False`) by natural-gradient steps.
 
@@ -568,11 +626,9 @@ def natural_gradient_fit(  # 14 user parameters (Args), flat for help(); 38/98 l
         a `ModelSpec` of `slt.models` with its `data`.
       data: for a ModelSpec, the data dict ({"x": ..., "y": ...} or {"y": ...}).
       key: PRNG key for the start (when `init` is None) and the Monte Carlo Fisher.
+      options: how the optimiser steps (`NaturalGradientOptions`; default: MAP, exact Fisher
+        where available, damping eps = 1e-2 tr(G) / d, full steps with backtracking).
       init: starting point, unconstrained parameters (e.g. `fit_map(...).params`).
-      prior: True for MAP, False for maximum likelihood.
-      kind, solver, damping, learning_rate, line_search, num_samples, rank_tol: as in
-        `natural_gradient` (defaults: exact Fisher where available, damping
-        eps = 1e-2 tr(G) / d, full steps with backtracking).
       max_steps: at most this many steps.
       grad_tol: stop when the gradient norm of the per-example objective is below it.
 
@@ -580,15 +636,16 @@ def natural_gradient_fit(  # 14 user parameters (Args), flat for help(); 38/98 l
       A `NaturalGradientResult`.
 
     Raises:
-      InputError (a ValueError, `slt.validation`): unknown solver or kind, damping < 0,
-        damping with "pinv", learning_rate or max_steps not positive, grad_tol < 0, model not
-        neither a Problem nor a ModelSpec, data missing (ModelSpec) or given (Problem), no
-        key and no init.
+      InputError (a ValueError, `slt.validation`): options not a `NaturalGradientOptions`,
+        max_steps not positive, grad_tol < 0, model neither a Problem nor a ModelSpec, data
+        missing (ModelSpec) or given (Problem), no key and no init; what
+        `NaturalGradientOptions` refuses is refused when it is built.
       ValueError: a non-finite objective at the start.
       FloatingPointError: damping 0 at a singular metric (use damping > 0 or "pinv").
 
     Example:
-      >>> fit = natural_gradient_fit(problem, key=key, damping=0.0)   # linear regression
+      >>> undamped = NaturalGradientOptions(damping=0.0)
+      >>> fit = natural_gradient_fit(problem, key=key, options=undamped)  # linear regression
       >>> fit.num_steps, fit.stop_reason        # one full step lands on a linear model's MAP
       (1, 'gradient below grad_tol')
       >>> round(fit.loglik, 4)                  # as slt.fit_map finds
@@ -599,11 +656,7 @@ def natural_gradient_fit(  # 14 user parameters (Args), flat for help(); 38/98 l
     if key is None and init is None:
         raise InputError("give a PRNG key (for the starting point) or init")
     key = jax.random.key(0) if key is None else key
-    optimiser = natural_gradient(
-        model, data, prior=prior, kind=kind, solver=solver, damping=damping,
-        learning_rate=learning_rate, line_search=line_search, num_samples=num_samples,
-        rank_tol=rank_tol, key=key,
-    )
+    optimiser = natural_gradient(model, data, options=options)
     problem = optimiser.problem
     start_key, key = jax.random.split(key)
     state = optimiser.init(problem.init(start_key) if init is None else init)
@@ -623,12 +676,12 @@ def natural_gradient_fit(  # 14 user parameters (Args), flat for help(); 38/98 l
         loglik=loglik,
         log_prior=log_prior,
         log_joint=loglik + log_prior,
-        objective="map" if prior else "mle",
+        objective="map" if options.prior else "mle",
         grad_norm=grad_norm,
         num_steps=len(rows) - 1,
         converged=grad_norm <= grad_tol,
         stop_reason=stop_reason,
-        solver=solver,
+        solver=options.solver,
         damping=float(last["damping"]) if last else float("nan"),
         rank=int(last["rank"]) if last else -1,
         dim=problem.dim,

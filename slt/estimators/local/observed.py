@@ -8,7 +8,7 @@ with constants, one example each) along the chains of `slt.llc`'s local posterio
     pi(w) ∝ exp(-n beta L_n(w) - (gamma / 2) ||w - w*||^2),
 
 summarised on device per chain (`slt.samplers.local_chains.Observables`,
-`slt.samplers.moments`). The run is `llc`'s (`slt.estimators.llc_parts.part_runs`): the same
+`slt.samplers.moments`). The run is `llc`'s (`slt.estimators.local.parts.part_runs`): the same
 values (posterior, sampler, plan), calibration, n beta default, masks, diagnostics and
 warnings; its
 `LLCResult` travels with every result as `run` (lambda_hat comes for free).
@@ -31,9 +31,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slt.estimators.llc import LLCResult, LocalRun
-from slt.estimators.llc_parts import part_runs
-from slt.estimators.local_run import check_local_run
+from slt.estimators.local.llc import LLCResult, LocalRun
+from slt.estimators.local.parts import part_runs
+from slt.estimators.local.posterior import check_local_run
 from slt.problem import Params, Problem
 from slt.samplers import moments
 from slt.samplers.local_chains import Observables

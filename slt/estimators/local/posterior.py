@@ -21,6 +21,7 @@ from slt.problem import require_problem
 from slt.samplers.config import HMC, MALA, SGLD, RunPlan
 from slt.validation import (
     InputError,
+    require_bool,
     require_instance,
     require_key,
     require_params,
@@ -135,9 +136,8 @@ class LocalPosterior:
         object.__setattr__(self, "gamma", require_positive("gamma", self.gamma, allow_zero=True))
         if self.nbeta is not None:
             object.__setattr__(self, "nbeta", require_positive("nbeta", self.nbeta))
-        if not isinstance(self.include_prior, bool | np.bool_):
-            raise InputError(f"include_prior must be True or False, got {self.include_prior!r}")
-        object.__setattr__(self, "include_prior", bool(self.include_prior))
+        object.__setattr__(self, "include_prior", require_bool("include_prior",
+                                                              self.include_prior))
 
     def __repr__(self) -> str:
         restricted = None if self.restrict_to is None else (

@@ -14,21 +14,26 @@ scale F = -log Z ≈ n L_n(w0) + lambda log n, so the columns are directly compa
                    and m_hat from temperatures (`slt.rlct`)
     elpd_loo       PSIS-LOO (ArviZ) on posterior draws: a predictive check, not a free energy
     nested         a second reference F, nested sampling (± se; opt in: methods=(..., "nested"),
-                   needs BlackJAX)
+                   BlackJAX's nested slice sampler)
     sbic           -sBIC (Drton & Plummer's singular BIC) of a nested family, from the MAP
                    log-likelihoods of every model together (opt in: methods=(..., "sbic") and
                    `sbic_family`, e.g. `functools.partial(slt.sbic_gaussian_mixtures, dim=1)`
                    for gaussian_mixture(K), K = 1, 2, ... given smallest first); its posterior
                    model probabilities in `sbic_posterior`
 
-**One tempered path** (`sampler="smc"`, the default). One adaptive tempered SMC run per model,
-its ladder forced through beta = 1/log n and the temperatures of lambda_hat, gives the
-reference F, WBIC, E_beta[n L_n] at every temperature (hence lambda_hat and the singular BIC),
-and its final particles are the posterior draws of PSIS-LOO: every temperature-based number
-comes from the same particles, with standard errors from the independent copies. The SMC is
-right on multimodal posteriors (label-switched mixture modes), where NUTS chains each see one
-mode. `sampler="nuts"` runs NUTS chains per temperature instead (and for LOO). The table's
-`source` column says where the temperature-based numbers of each row came from.
+How each column is computed is one value, a `ComparisonPlan` (the MAP fit, the tempered SMC
+of the reference F, lambda_hat's temperatures, the samplers of WBIC, lambda_hat and LOO, the
+nested sampling); `methods` says which columns are computed.
+
+**One tempered path** (the default plan). One adaptive tempered SMC run per model, its
+ladder forced through beta = 1/log n and the temperatures of lambda_hat, gives the reference
+F, WBIC, E_beta[n L_n] at every temperature (hence lambda_hat and the singular BIC), and its
+final particles are the posterior draws of PSIS-LOO: every temperature-based number comes
+from the same particles, with standard errors from the independent copies. The SMC is right
+on multimodal posteriors (label-switched mixture modes), where NUTS chains each see one mode.
+A plan may give WBIC, lambda_hat or LOO a sampler of their own instead (NUTS chains per
+temperature: `ComparisonPlan(rlct=NUTS(), loo=NUTS())`). The table's `source` column says
+where the temperature-based numbers of each row came from.
 
 **Choices that admit ties.** A criterion with a standard error picks a model only when the
 runner-up is worse by more than `SEPARATION` combined standard errors; otherwise its entry in
@@ -43,7 +48,7 @@ not; nested sampling's slice moves can miss separated modes, where SMC's reweigh
 not. When they disagree, neither choice of the two columns should be trusted yet.
 
 Label switching: WBIC, the reference F and lambda_hat average n L_n, which is invariant under
-relabelling; Laplace counts one mode (pass `laplace_options={"num_modes": ...}` to count K!).
+relabelling; Laplace counts one mode (`ComparisonPlan(num_modes=...)` counts K!).
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 
 import arviz as az
 import jax
@@ -60,40 +65,49 @@ import pandas as pd
 import xarray as xr
 from tqdm.auto import tqdm
 
-from slt.estimators.bic import bic
-from slt.estimators.free_energy import DISAGREEMENT_SE, disagreement, free_energy
-from slt.estimators.laplace import laplace
-from slt.estimators.rlct import DEFAULT_MULTIPLIERS, rlct, rlct_from_draws, temperatures
-from slt.estimators.sbic import SBICResult
-from slt.estimators.wbic import (
+from slt.estimators.evidence.bic import bic
+from slt.estimators.evidence.free_energy import DISAGREEMENT_SE, disagreement, free_energy
+from slt.estimators.evidence.laplace import laplace
+from slt.estimators.evidence.rlct import (
+    DEFAULT_MULTIPLIERS,
+    MAX_MULTIPLICITY,
+    inverse_temperatures,
+    rlct,
+    rlct_from_draws,
+)
+from slt.estimators.evidence.sbic import SBICResult
+from slt.estimators.evidence.wbic import (
+    Sampler,
     draws_inference_data,
+    require_sampler,
     smc_draws,
     summarise_draws,
     tempered_draws,
     wbic,
     wbic_beta,
 )
-from slt.fit import fit_map
+from slt.fit import MAPFit, fit_map
 from slt.problem import Problem, require_problem
 from slt.results import Persistable
-from slt.samplers.nuts import pointwise_loglik_of_draws
+from slt.samplers.nested import NestedSampling
+from slt.samplers.nuts import NUTS, pointwise_loglik_of_draws
+from slt.samplers.tempering import Tempering
 from slt.validation import (
     InputError,
     require_callable,
     require_instance,
+    require_int,
     require_key,
+    require_positive,
 )
 
-__all__ = ["ComparisonResult", "compare", "DEFAULT_METHODS", "METHODS"]
+__all__ = ["ComparisonPlan", "ComparisonResult", "compare", "DEFAULT_METHODS", "METHODS"]
 
 METHODS = ("bic", "laplace", "wbic", "free_energy", "rlct", "loo", "nested", "sbic")
 DEFAULT_METHODS = ("bic", "laplace", "wbic", "free_energy", "rlct", "loo")
-SAMPLERS = ("smc", "nuts")
-# The methods that read the tempered path (with sampler="smc"); without any of them none is run.
-PATH_METHODS = {"wbic", "free_energy", "rlct", "loo"}
-# With sampler="smc" these estimators read the tempered path; the options they may take then
-# (anything else configures a NUTS run that does not happen).
-PATH_OPTIONS = {"wbic": (), "loo": (), "rlct": ("multipliers", "betas", "max_multiplicity")}
+# The columns computed from tempered draws: from the one tempered path, unless the plan gives
+# them a sampler of their own.
+TEMPERED_COLUMNS = ("wbic", "rlct", "loo")
 # A criterion separates two models when their difference exceeds this many standard errors of
 # the difference (about 95% two-sided for a normal difference).
 SEPARATION = 2.0
@@ -132,6 +146,116 @@ CRITERIA = {
     "nested": ("nested", True),
     "sbic": ("sbic", True),
 }
+
+
+@dataclass(frozen=True)
+class ComparisonPlan:
+    """How `compare` computes each column of its table: one value per column.
+
+    Every model gets a MAP fit ŵ (`fit`), which gives n L_n(ŵ), BIC = n L_n(ŵ) + (d/2) log n
+    and Laplace's -log Z ≈ n L_n(ŵ) - log p(ŵ) + (1/2) log det H - (d/2) log 2π - log
+    `num_modes`. The reference F = -log Z comes from tempered SMC (`free_energy`); WBIC =
+    E_beta[n L_n] at beta = 1/log n, lambda_hat fitted to E_beta[n L_n] at beta_j = c_j / log n
+    (`multipliers` c_j, or `betas`; multiplicities up to `max_multiplicity`) and PSIS-LOO on
+    posterior draws come from the same tempered run (its ladder then passes through every
+    beta_j and 1/log n) unless `wbic`, `rlct` or `loo` names a sampler of their own; the
+    second reference F comes from nested sampling (`nested`).
+
+    Attributes:
+      fit: the MAP fit of every model (`slt.fit_map`), shared by bic, laplace and rlct.
+      num_modes: the modes Laplace counts (`slt.laplace`): K! for a K-component mixture
+        whose label-switched modes the Gaussian at ŵ would otherwise count once.
+      free_energy: the tempered SMC of the reference F (`slt.free_energy`); the one tempered
+        path that the columns without a sampler of their own read.
+      multipliers, betas: lambda_hat's inverse temperatures, beta_j = c_j / log n or the
+        given `betas` (`slt.rlct`); on the tempered path, the waypoints of its ladder.
+      max_multiplicity: the largest multiplicity m the fit of lambda_hat considers.
+      wbic: None: WBIC from the tempered path, or, where lambda_hat has a sampler of its own,
+        from its draws at beta = 1/log n (one run fewer; a run of that sampler at 1/log n
+        when its temperatures lack it); or a sampler value (`NUTS`, `TemperedSGLD`,
+        `Tempering`): a `slt.wbic` run of its own.
+      rlct: None: lambda_hat from the tempered path; or a sampler value: a `slt.rlct` run of
+        its own (e.g. `NUTS(num_chains=1)`: one NUTS chain per temperature).
+      loo: None: PSIS-LOO on the tempered path's final particles (copies as chains); or a
+        `NUTS` value: on NUTS draws of the posterior (beta = 1).
+      nested: the nested sampling of the second reference (`slt.free_energy(method=
+        "nested")`; live points, runs, ...).
+
+    Its repr shows the fields that differ from the defaults (in the values too).
+
+    Example:
+      >>> ComparisonPlan(fit=slt.MAPFit(num_restarts=8), rlct=slt.NUTS(num_chains=1))
+      ComparisonPlan(fit=MAPFit(num_restarts=8), rlct=NUTS(num_chains=1))
+      >>> ComparisonPlan(loo="nuts")
+      Traceback (most recent call last):
+      slt.validation.InputError: loo must be None (PSIS-LOO on the tempered path) or a NUTS \
+value, got str
+    """
+
+    fit: MAPFit = MAPFit()
+    num_modes: int = 1
+    free_energy: Tempering = Tempering()
+    multipliers: tuple[float, ...] = DEFAULT_MULTIPLIERS
+    betas: tuple[float, ...] | None = None
+    max_multiplicity: int = MAX_MULTIPLICITY
+    wbic: Sampler | None = None
+    rlct: Sampler | None = None
+    loo: NUTS | None = None
+    nested: NestedSampling = NestedSampling()
+
+    def __post_init__(self):
+        require_instance("fit", self.fit, MAPFit, "a MAPFit value")
+        object.__setattr__(self, "num_modes", require_int("num_modes", self.num_modes,
+                                                          minimum=1))
+        require_instance("free_energy", self.free_energy, Tempering, "a Tempering value")
+        for name in ("multipliers", "betas"):
+            values = getattr(self, name)
+            if values is not None:
+                object.__setattr__(self, name, tuple(
+                    require_positive(f"every entry of {name}", value)
+                    for value in np.ravel(np.asarray(values, dtype=object))))
+        object.__setattr__(self, "max_multiplicity", require_int(
+            "max_multiplicity", self.max_multiplicity, minimum=1))
+        for name in ("wbic", "rlct"):
+            if getattr(self, name) is not None:
+                require_sampler(getattr(self, name), name)
+        if self.loo is not None and not isinstance(self.loo, NUTS):
+            raise InputError(f"loo must be None (PSIS-LOO on the tempered path) or a NUTS "
+                             f"value, got {type(self.loo).__name__}")
+        require_instance("nested", self.nested, NestedSampling, "a NestedSampling value")
+
+    def __repr__(self) -> str:
+        return _changed_fields(self)
+
+    def reads_path(self, method: str) -> bool:
+        """Whether column `method` is computed from the tempered path."""
+        if method == "wbic" and self.wbic is None and self.rlct is not None:
+            return False  # from lambda_hat's own draws
+        return method in TEMPERED_COLUMNS and getattr(self, method) is None
+
+    def source(self, methods=TEMPERED_COLUMNS) -> str:
+        """Where the tempered columns among `methods` (all of them, if none is) come from:
+        "smc" (the path) and / or their samplers' names, joined by "+"."""
+        columns = [method for method in TEMPERED_COLUMNS if method in methods]
+        names = set()
+        for method in columns or TEMPERED_COLUMNS:
+            sampler = getattr(self, method)
+            if method == "wbic" and sampler is None:
+                sampler = self.rlct  # WBIC from lambda_hat's draws
+            names.add("smc" if sampler is None else sampler.name)
+        return "+".join(sorted(names))
+
+
+def _changed_fields(value) -> str:
+    """`Name(field=..., ...)` of a configuration value with only the fields that differ from
+    its defaults, nested values likewise: the call that builds it."""
+    if not is_dataclass(value) or isinstance(value, type):
+        return repr(value)
+    defaults = type(value)()
+    changed = [f"{item.name}={_changed_fields(getattr(value, item.name))}"
+               for item in fields(value)
+               if getattr(value, item.name) != getattr(defaults, item.name)]
+    return f"{type(value).__name__}({', '.join(changed)})"
 
 
 @dataclass(frozen=True)
@@ -251,20 +375,13 @@ def _format(value) -> str:
     return f"{value:.5g}" if np.isfinite(value) else ""
 
 
-def compare(  # 13 user parameters (Args), flat for help(); 45/116 lines docstring
+def compare(
     problems: Mapping[str, Problem],
     key: jax.Array,
-    *,
     methods=DEFAULT_METHODS,
-    fit_options: Mapping | None = None,
-    laplace_options: Mapping | None = None,
-    wbic_options: Mapping | None = None,
-    free_energy_options: Mapping | None = None,
-    rlct_options: Mapping | None = None,
-    loo_options: Mapping | None = None,
-    nested_options: Mapping | None = None,
+    plan: ComparisonPlan = ComparisonPlan(),
+    *,
     sbic_family: Callable | None = None,
-    sampler: str = "smc",
     progress: bool = True,
 ) -> ComparisonResult:
     """Run every estimator in `methods` on every model and tabulate the free energies.
@@ -274,27 +391,18 @@ def compare(  # 13 user parameters (Args), flat for help(); 45/116 lines docstri
         to mean anything.
       key: PRNG key; model i uses `fold_in(key, i)`.
       methods: one or several of "bic", "laplace", "wbic", "free_energy", "rlct", "loo",
-        "nested" (default: all but "nested", which costs more than the rest together and
-        needs BlackJAX). With `sampler="nuts"` and both "wbic" and "rlct", the WBIC is the
-        rlct run at beta = 1/log n (one sampler run fewer) unless `wbic_options` are given.
-      fit_options: for `slt.fit_map` (MAP, shared by bic, laplace and rlct).
-      laplace_options, wbic_options, free_energy_options, rlct_options: for those estimators.
-      loo_options: with `sampler="nuts"`, for the posterior NUTS run of PSIS-LOO
-        (`num_chains`, `num_warmup`, `num_samples`, and NUTS settings).
-      nested_options: for `slt.free_energy(method="nested")` (num_particles = live points,
-        num_copies = runs, and `nested_sampling`'s settings).
+        "nested", "sbic" (default: all but "nested", which costs more than the rest together,
+        and "sbic", which needs `sbic_family`).
+      plan: how each column is computed (`ComparisonPlan`, its fields stated there): the MAP
+        fit, the tempered SMC of the reference F (the one tempered path per model, module
+        doc), lambda_hat's temperatures, the samplers of WBIC, lambda_hat and LOO where they
+        do not read the path, the nested sampling. The path is run whenever "free_energy" or
+        a column that reads it is among the methods (BIC and Laplace need only the fit).
       sbic_family: for "sbic": `(log_likelihoods, n) -> SBICResult`, given the MAP
         log-likelihoods of the models in the order of `problems` (which must then be a nested
         family, smallest first): `functools.partial(slt.sbic_gaussian_mixtures, dim=D)`,
         `functools.partial(slt.sbic_reduced_rank, M=..., N=...)`, or for a family of one's
         own `lambda ll, n: slt.sbic(ll, n, learning_coefficients)`.
-      sampler: "smc" (one tempered path per model: module doc) or "nuts". With "smc",
-        `free_energy_options` set the path (particles, copies, moves), `rlct_options` may set
-        `multipliers`, `betas` and `max_multiplicity` (NUTS settings in `rlct_options`,
-        `wbic_options` or `loo_options` are refused: nothing would read them), and the path
-        is run whenever one of "wbic",
-        "free_energy", "rlct" or "loo" is among the methods (BIC and Laplace need only the
-        fit).
       progress: show a progress bar over models and methods.
 
     Returns:
@@ -302,8 +410,8 @@ def compare(  # 13 user parameters (Args), flat for help(); 45/116 lines docstri
 
     Raises:
       InputError (a ValueError, `slt.validation`): problems not a dict of Problems, problems
-        with different numbers of examples n, key not a PRNG key, NUTS options with
-        sampler="smc", and what the estimators reject in their options.
+        with different numbers of examples n, key not a PRNG key, plan not a
+        `ComparisonPlan`, and what the estimators reject.
       ValueError: no problems, or an unknown method (the message lists them).
 
     Example:
@@ -324,32 +432,23 @@ def compare(  # 13 user parameters (Args), flat for help(); 45/116 lines docstri
         raise ValueError(f"unknown method(s) {sorted(unknown)}; available: {', '.join(METHODS)}")
     _check_problems(problems)
     require_key(key)
+    require_instance("plan", plan, ComparisonPlan, "a ComparisonPlan value")
     if "sbic" in methods:
         require_callable("sbic_family (needed by the 'sbic' method)", sbic_family)
-    if sampler not in SAMPLERS:
-        raise ValueError(f"unknown sampler {sampler!r}; available: {', '.join(SAMPLERS)}")
-    options = {
-        "fit": dict(fit_options or {}), "laplace": dict(laplace_options or {}),
-        "wbic": dict(wbic_options or {}), "free_energy": dict(free_energy_options or {}),
-        "rlct": dict(rlct_options or {}), "loo": dict(loo_options or {}), "bic": {},
-        "nested": dict(nested_options or {}),
-    }
-    if sampler == "smc":
-        _refuse_nuts_options(options, methods)
-    runners = _SMC_RUNNERS if sampler == "smc" else _RUNNERS
     per_model = [method for method in methods if method != "sbic"]
     order = ("fit", *_ordered(per_model))
-    if sampler == "smc" and set(methods) & PATH_METHODS:
+    path = [method for method in per_model if plan.reads_path(method)]
+    if path or ("free_energy" in methods and _pure_path(plan)):
         # the path (the reference F) first: the other methods read it
-        options["free_energy"] = {"smc": options["free_energy"], "rlct": options["rlct"]}
         order = ("fit", "free_energy", *(m for m in _ordered(per_model) if m != "free_energy"))
+    runners = _runners(plan, through_temperatures=bool(path) or _pure_path(plan))
     rows, results, messages, timings = {}, {}, [], {}
     steps = [(name, method) for name in problems for method in order]
     with tqdm(total=len(steps), desc="compare", disable=not progress) as bar:
         for index, (name, problem) in enumerate(problems.items()):
             results[name], rows[name], timings[name], caught = _run_model(
-                name, problem, jax.random.fold_in(key, index), order, runners, options,
-                {"d": problem.dim, "n": problem.n, "source": sampler}, bar,
+                name, problem, jax.random.fold_in(key, index), order, runners,
+                {"d": problem.dim, "n": problem.n, "source": plan.source(methods)}, bar,
             )
             messages += caught
             messages += _check_references(name, results[name], rows[name])
@@ -390,7 +489,7 @@ def _check_problems(problems) -> None:
         )
 
 
-def _run_model(name, problem, model_key, order, runners, options, row, bar):
+def _run_model(name, problem, model_key, order, runners, row, bar):
     """Run the methods in `order` on one model, method i with `fold_in(model_key, i)`, each
     reading the results before it; returns its results {method: result}, its table row
     (`row` filled in), its timings {method: seconds} and the warnings its methods raised."""
@@ -400,9 +499,7 @@ def _run_model(name, problem, model_key, order, runners, options, row, bar):
         start = time.perf_counter()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            result = runners[method](
-                problem, jax.random.fold_in(model_key, step), results, options[method],
-            )
+            result = runners[method](problem, jax.random.fold_in(model_key, step), results)
         timings[method] = time.perf_counter() - start
         messages += [f"{name}: {w.message}" for w in caught]
         results[method] = result
@@ -489,85 +586,85 @@ def _choose_loo(loo_results: dict) -> str:
     return f"tie: {', '.join([best, *close])}" if close else best
 
 
-def _run_fit(problem, key, done, options):
-    return fit_map(problem, key, **options)
+def _pure_path(plan: ComparisonPlan) -> bool:
+    """Whether no tempered column has a sampler of its own: then the reference F's run always
+    passes through the temperatures, as the one path of every tempered column."""
+    return all(getattr(plan, method) is None for method in TEMPERED_COLUMNS)
 
 
-def _run_bic(problem, key, done, options):
-    return bic(problem, done["fit"], **options)
+def _runners(plan: ComparisonPlan, *, through_temperatures: bool) -> dict[str, Callable]:
+    """method -> `(problem, key, done) -> result` for `plan`; "free_energy" runs the tempered
+    path through lambda_hat's temperatures and 1/log n when `through_temperatures`. Each
+    reads the results `done` before it."""
+
+    def run_fit(problem, key, done):
+        return fit_map(problem, key, plan.fit)
+
+    def run_bic(problem, key, done):
+        return bic(problem, done["fit"])
+
+    def run_laplace(problem, key, done):
+        return laplace(problem, done["fit"], num_modes=plan.num_modes)
+
+    def run_free_energy(problem, key, done):
+        if not through_temperatures:
+            return free_energy(problem, key, plan.free_energy, progress=False)
+        betas = inverse_temperatures(problem.n, plan.multipliers, plan.betas)
+        return free_energy(problem, key, plan.free_energy, progress=False,
+                           waypoints=np.append(betas, 1.0))
+
+    def run_nested(problem, key, done):
+        return free_energy(problem, key, plan.nested, method="nested", progress=False)
+
+    def run_wbic(problem, key, done):
+        if plan.wbic is not None:
+            return wbic(problem, key, sampler=plan.wbic, progress=False)
+        if plan.rlct is None:
+            return _path_wbic(problem, done)
+        reused = done["rlct"].wbic() if "rlct" in done else None
+        return reused or wbic(problem, key, sampler=plan.rlct, progress=False)
+
+    def run_rlct(problem, key, done):
+        if plan.rlct is not None:
+            return rlct(problem, key, fit=done["fit"], multipliers=plan.multipliers,
+                        betas=plan.betas, max_multiplicity=plan.max_multiplicity,
+                        sampler=plan.rlct, progress=False)
+        return _path_rlct(problem, done, plan.max_multiplicity)
+
+    def run_loo(problem, key, done):
+        if plan.loo is None:
+            return _path_loo(problem, done)
+        draws = tempered_draws(problem, key, [1.0], plan.loo, progress=False)
+        pointwise = np.asarray(pointwise_loglik_of_draws(problem, draws.positions))
+        name = "_".join(problem.observed_site_names) or "y"
+        data = draws_inference_data(problem, draws, log_likelihood={name: pointwise})
+        return az.loo(data, pointwise=True)
+
+    return {"fit": run_fit, "bic": run_bic, "laplace": run_laplace, "wbic": run_wbic,
+            "free_energy": run_free_energy, "rlct": run_rlct, "loo": run_loo,
+            "nested": run_nested}
 
 
-def _run_laplace(problem, key, done, options):
-    return laplace(problem, done["fit"], **options)
-
-
-def _run_wbic(problem, key, done, options):
-    reused = done["rlct"].wbic() if "rlct" in done and not options else None
-    return reused or wbic(problem, key, progress=False, **{"sampler": "nuts", **options})
-
-
-def _run_free_energy(problem, key, done, options):
-    return free_energy(problem, key, progress=False, **options)
-
-
-def _run_nested(problem, key, done, options):
-    return free_energy(problem, key, method="nested", progress=False, **options)
-
-
-def _run_rlct(problem, key, done, options):
-    return rlct(problem, key, fit=done["fit"], progress=False, **{"sampler": "nuts", **options})
-
-
-def _run_loo(problem, key, done, options):
-    """PSIS-LOO (ArviZ) from NUTS draws of the posterior (beta = 1)."""
-    options = dict(options)
-    num_chains = int(options.pop("num_chains", 4))
-    draws = tempered_draws(problem, key, np.ones(num_chains), progress=False, **options)
-    pointwise = np.asarray(pointwise_loglik_of_draws(problem, draws.positions))
-    name = "_".join(problem.observed_site_names) or "y"
-    data = draws_inference_data(problem, draws, log_likelihood={name: pointwise})
-    return az.loo(data, pointwise=True)
-
-
-def _refuse_nuts_options(options: dict, methods) -> None:
-    """With sampler="smc", refuse options that only a NUTS run would read (`PATH_OPTIONS`):
-    silently ignored, they would let a user believe the estimate used them."""
-    for method, allowed in PATH_OPTIONS.items():
-        unused = sorted(set(options[method]) - set(allowed))
-        if method in methods and unused:
-            may = f"may set only {', '.join(allowed)}" if allowed else "take no options"
-            raise InputError(
-                f"{method}_options {unused}: with sampler='smc' {method} reads the tempered "
-                f"path and {may}; those options configure NUTS: pass sampler='nuts' to use them"
-            )
-
-
-def _run_path(problem, key, done, options):
-    """The tempered SMC path through the rlct temperatures (which include 1/log n)."""
-    betas = temperatures(problem.n, options["rlct"].get("multipliers", DEFAULT_MULTIPLIERS),
-                         options["rlct"].get("betas"))
-    return free_energy(problem, key, progress=False, waypoints=np.append(betas, 1.0),
-                       **options["smc"])
-
-
-def _path_wbic(problem, key, done, options):
+def _path_wbic(problem, done):
+    """WBIC from the tempered path's particles at beta = 1/log n."""
     draws = smc_draws(done["free_energy"].run)
     beta = wbic_beta(problem.n)
     chosen = np.isclose(draws.betas, beta, rtol=1e-6)
     return summarise_draws(problem, draws.select(chosen), sampler="smc")
 
 
-def _path_rlct(problem, key, done, options):
+def _path_rlct(problem, done, max_multiplicity):
+    """lambda_hat from the tempered path's particles at its waypoints below beta = 1."""
     draws = smc_draws(done["free_energy"].run)
     draws = draws.select(draws.betas < 1.0)
     result = rlct_from_draws(problem, draws, sampler="smc", fit=done["fit"],
-                             max_multiplicity=options.get("max_multiplicity", 3))
+                             max_multiplicity=max_multiplicity)
     for message in result.warnings:
         warnings.warn(message, stacklevel=2)
     return result
 
 
-def _path_loo(problem, key, done, options):
+def _path_loo(problem, done):
     """PSIS-LOO on the path's final particles (copies as chains)."""
     run = done["free_energy"].run
     pointwise = np.asarray(pointwise_loglik_of_draws(problem, run.particles))
@@ -577,16 +674,6 @@ def _path_loo(problem, key, done, options):
     data = draws_inference_data(problem, draws, log_likelihood={name: pointwise})
     return az.loo(data, pointwise=True)
 
-
-_RUNNERS = {
-    "fit": _run_fit, "bic": _run_bic, "laplace": _run_laplace, "wbic": _run_wbic,
-    "free_energy": _run_free_energy, "rlct": _run_rlct, "loo": _run_loo,
-    "nested": _run_nested,
-}
-_SMC_RUNNERS = _RUNNERS | {
-    "free_energy": _run_path,
-    "wbic": _path_wbic, "rlct": _path_rlct, "loo": _path_loo,
-}
 
 _COLUMN_ORDER = (
     "d", "n", "source", "nll_hat", "bic", "laplace", "laplace_singular", "wbic", "wbic_se",

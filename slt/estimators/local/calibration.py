@@ -9,7 +9,7 @@ once in one compiled program (step size and gamma are per-chain runtime values).
      in that regime), and
   3. the trace is stationary: the mean of n beta (L_b - L_b(w*)) over the first and the second
      half of the post-warmup draws differ by less than 3 standard errors of the difference,
-     or by less than 1% of lambda_hat (`slt.estimators.local_run.drifting`; too small a step
+     or by less than 1% of lambda_hat (`slt.estimators.local.posterior.drifting`; too small a step
      size has not reached the local posterior and still drifts), and
   4. the minibatch gradient noise is small against the injected Langevin noise:
      r(eps) = (eps / 4d) sum_j G_j (n beta)^2 Var_b(g_j) <= `max_noise_ratio` (0.02), with
@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from slt.estimators.local_run import (
+from slt.estimators.local.posterior import (
     LocalPosterior,
     check_local_run,
     drifting,

@@ -32,14 +32,14 @@ disagrees with the SMC estimate beyond their errors, a warning says so, and with
 0.7 (also after a second fit with half the components) the SMC estimate is reported instead.
 
 A second, independent reference: "nested" runs nested sampling
-(`slt.samplers.nested.nested_sampling`, BlackJAX's nested slice sampler; the optional
-dependency `pip install 'slt[nested]'`), which integrates L over the prior mass enclosed by
-rising likelihood contours instead of over temperatures. Tempered SMC fails where the tempered
-posterior jumps from one region to another as beta grows (a first-order phase transition:
-a narrow, high-likelihood region that no particle reaches before it carries the mass); nested
-sampling does not, since its contours close in on that region whatever the temperature would
-be (Skilling 2006, "spike and slab"). `disagreement(a, b)` says when two references differ by
-more than their errors; `slt.compare` runs it for every model where both were computed.
+(`slt.samplers.nested.nested_sampling`, BlackJAX's nested slice sampler), which integrates L over
+the prior mass enclosed by rising likelihood contours instead of over temperatures. Tempered SMC
+fails where the tempered posterior jumps from one region to another as beta grows (a first-order
+phase transition: a narrow, high-likelihood region that no particle reaches before it carries the
+mass); nested sampling does not, since its contours close in on that region whatever the
+temperature would be (Skilling 2006, "spike and slab"). `disagreement(a, b)` says when two
+references differ by more than their errors; `slt.compare` runs it for every model where both were
+computed.
 
 Accuracy measured against exact answers (tests/estimators/test_free_energy.py and
 benchmarks/evidence_accuracy.py, fixed keys) with the earlier defaults (1000 particles, 4
@@ -63,9 +63,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import jax
 import numpy as np
@@ -75,11 +73,9 @@ import xarray as xr
 from slt.problem import Problem
 from slt.results import Persistable
 from slt.samplers.importance import PARETO_K_LIMIT, ImportanceRun, importance_log_evidence
-from slt.samplers.tempering import INDEPENDENCE_MAX_DIM, SMCRun, tempered_smc
-from slt.validation import InputError, require_int
-
-if TYPE_CHECKING:
-    from slt.samplers.nested import NestedRun
+from slt.samplers.nested import NestedRun, NestedSampling, nested_sampling
+from slt.samplers.tempering import INDEPENDENCE_MAX_DIM, SMCRun, Tempering, tempered_smc
+from slt.validation import InputError, require_instance, require_int
 
 __all__ = ["FreeEnergyResult", "disagreement", "free_energy", "thermodynamic_integral"]
 
@@ -248,46 +244,36 @@ def thermodynamic_integral(betas, mean_nll, var_nll, log_evidence_path=None) -> 
     return float(-path[start] + np.sum(pieces[start:]))
 
 
-def free_energy(  # 10 user parameters + **smc_options (Args), flat for help(); 53/113 docstring
+def free_energy(
     problem: Problem,
     key: jax.Array,
+    sampler: Tempering | NestedSampling | None = None,
     *,
     method: str = "auto",
-    num_particles: int = 500,
-    num_copies: int = 4,
-    target_ess: float = 0.95,
     waypoints=(),
-    prior_sampler: Callable[[jax.Array, int], jax.Array] | None = None,
     progress: bool = True,
     checkpoint: str | os.PathLike | None = None,
-    **smc_options,
 ) -> FreeEnergyResult:
     """A reference free energy F = -log Z with a standard error (tempered SMC, TI or nested).
 
     Args:
       problem: model and data with a proper prior (the prior is sampled exactly at beta = 0).
       key: PRNG key.
+      sampler: a `Tempering` value (the particles per copy, 2–4 copies whose spread is the
+        standard error, the ladder's target ESS of 0.9–0.95, the moves, the prior draws of a
+        `Problem.from_loss`: its fields stated there) for the tempered methods, or a
+        `NestedSampling` value (live points, runs, ...) for "nested". None: `Tempering()`, or
+        `NestedSampling()` with method="nested".
       method: "smc" (the SMC normalising-constant estimate), "importance" (importance
         sampling from a mixture fitted to the SMC's final particles) or "ti" (thermodynamic
         integration over the same ladder), all from one tempered run; "auto" (default):
         "importance" when the problem declares exchangeable sites and d <= 16, else "smc"
-        (module doc); or "nested": nested sampling (module doc), a second, independent
-        reference. It needs BlackJAX (`pip install 'slt[nested]'`).
-      num_particles: particles per copy (live points per run, for "nested").
-      num_copies: independent copies (2–4; their spread is the standard error); nested
-        sampling's runs.
-      target_ess: ESS fraction kept between successive temperatures (0.9–0.95); not used by
-        "nested".
+        (module doc), and "nested" when the sampler is a `NestedSampling` value; or "nested":
+        nested sampling (module doc), a second, independent reference.
       waypoints: inverse temperatures the ladder must pass through; the particles there give
-        WBIC and lambda from the same run (`slt.estimators.wbic.smc_draws(result.run)`).
+        WBIC and lambda from the same run (`slt.estimators.evidence.wbic.smc_draws(result.run)`).
         Tempered methods only.
-      prior_sampler: `(key, num) -> (num, dim)` flat unconstrained prior draws, needed only
-        for `Problem.from_loss`.
       progress: show a progress bar.
-      **smc_options: for `tempered_smc` (num_mcmc_steps, max_mcmc_steps,
-        correlation_threshold, num_leapfrog, kernel="hmc" for HMC moves alone, ...)
-        or, for "nested", `nested_sampling` (num_delete, num_inner_steps, termination,
-        jump_probability, ...).
       checkpoint: a file (.npz) where the SMC state (particles, log-likelihoods, each copy's
         beta, log Z and step size, the ladder so far) is saved after every tempering stage. A
         run stopped by Ctrl-C (which raises `Interrupted`, the finished stages saved) or killed
@@ -300,19 +286,20 @@ def free_energy(  # 10 user parameters + **smc_options (Args), flat for help(); 
       docstring.
 
     Raises:
-      InputError (a ValueError, `slt.validation`): num_copies not an integer >= 2, and what
-        `tempered_smc` rejects (problem, key, counts, target_ess outside (0, 1), a
-        prior_sampler that is not a function or returns the wrong shape).
+      InputError (a ValueError, `slt.validation`): the sampler's num_copies (num_runs) not an
+        integer >= 2, a sampler that is not a `Tempering` (with a tempered method) or a
+        `NestedSampling` value (with "nested"), and what `tempered_smc` rejects (problem, key,
+        the sampler's prior_sampler returning the wrong shape).
       ValueError: an unknown method, no proper prior, the log-likelihood not finite at any
         prior draw; waypoints with "nested".
-      ImportError: "nested" without BlackJAX installed (the message says how to install it).
       RuntimeError: beta = 1 not reached within the stage limit.
       Interrupted (a KeyboardInterrupt, `slt.samplers.runner`): a KeyboardInterrupt during a
         checkpointed run; every finished stage is saved.
       CheckpointError (a ValueError): the file at `checkpoint` belongs to another run.
 
     Example:
-      >>> result = slt.free_energy(problem, key, num_particles=100, progress=False)
+      >>> result = slt.free_energy(problem, key, slt.Tempering(num_particles=100),
+      ...                          progress=False)
       >>> round(result.free_energy, 2), round(result.std_error, 2)
       (141.54, 0.03)
       >>> x, y = problem.data["x"], problem.data["y"]
@@ -321,21 +308,26 @@ def free_energy(  # 10 user parameters + **smc_options (Args), flat for help(); 
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; available: {', '.join(METHODS)}")
-    require_int("num_copies (>= 2 for a standard error)", num_copies, minimum=2)
+    if method == "auto" and isinstance(sampler, NestedSampling):
+        method = "nested"
     if method == "nested":
+        sampler = NestedSampling() if sampler is None else sampler
+        require_instance("sampler", sampler, NestedSampling,
+                         "a NestedSampling value with method='nested'")
+        require_int("num_runs (>= 2 for a standard error)", sampler.num_runs, minimum=2)
         if len(np.atleast_1d(waypoints)):
             raise InputError("waypoints belong to the tempered methods ('smc', 'ti'), not "
                              "'nested'")
-        return _nested_free_energy(problem, key, num_particles, num_copies, prior_sampler,
-                                   progress, smc_options)
+        return _nested_free_energy(problem, key, sampler, progress)
+    sampler = Tempering() if sampler is None else sampler
+    require_instance("sampler", sampler, Tempering,
+                     f"a Tempering value with method={method!r}")
+    require_int("num_copies (>= 2 for a standard error)", sampler.num_copies, minimum=2)
     if method == "auto":
         method = ("importance" if problem.exchangeable and problem.dim <= INDEPENDENCE_MAX_DIM
                   else "smc")
-    run = tempered_smc(
-        problem, key, num_particles=num_particles, num_copies=num_copies, target_ess=target_ess,
-        waypoints=waypoints, prior_sampler=prior_sampler, progress=progress,
-        checkpoint=checkpoint, **smc_options,
-    )
+    run = tempered_smc(problem, key, sampler, waypoints=waypoints, progress=progress,
+                       checkpoint=checkpoint)
     estimates = {
         "smc": -run.log_evidence,
         "ti": np.array([
@@ -361,28 +353,20 @@ def free_energy(  # 10 user parameters + **smc_options (Args), flat for help(); 
     return FreeEnergyResult(
         free_energy=summary[method][0], std_error=summary[method][1], method=method,
         per_copy=estimates["smc" if method == "importance" else method], smc=summary["smc"],
-        ti=summary["ti"], num_particles=int(num_particles), target_ess=float(target_ess),
+        ti=summary["ti"], num_particles=sampler.num_particles, target_ess=sampler.target_ess,
         run=run, warnings=tuple(messages), importance=summary.get("importance", _NAN_PAIR),
         importance_run=importance_run,
     )
 
 
-def _nested_free_energy(problem, key, num_live, num_runs, prior_sampler, progress, options):
+def _nested_free_energy(problem, key, sampler: NestedSampling, progress):
     """`free_energy(method="nested")`: F = -log Z of the merged nested-sampling runs."""
-    try:
-        from slt.samplers.nested import nested_sampling
-    except ImportError as error:
-        raise ImportError(
-            "free_energy(method='nested') needs BlackJAX: pip install 'slt[nested]' "
-            f"(or blackjax>=1.7.1); {error}"
-        ) from error
-    run = nested_sampling(problem, key, num_live=num_live, num_runs=num_runs,
-                          prior_sampler=prior_sampler, progress=progress, **options)
+    run = nested_sampling(problem, key, sampler, progress=progress)
     estimate = (-run.combined_log_evidence, run.std_error)
     return FreeEnergyResult(
         free_energy=estimate[0], std_error=estimate[1], method="nested",
         per_copy=-np.asarray(run.log_evidence), smc=_NAN_PAIR, ti=_NAN_PAIR,
-        num_particles=int(num_live), target_ess=float("nan"), run=run, nested=estimate,
+        num_particles=sampler.num_live, target_ess=float("nan"), run=run, nested=estimate,
     )
 
 

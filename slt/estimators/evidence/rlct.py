@@ -7,8 +7,8 @@ Since d/dbeta F(beta) = E_beta[n L_n] for F(beta) = -log ∫ exp(-beta n L_n(w))
     E_beta[n L_n] ≈ n L_n(w0) + lambda / beta - (m - 1) / (beta log(n beta)).
 
 The expectations come, by default, from one adaptive tempered SMC run whose ladder passes
-through every beta_j = c_j / log n (`sampler="smc"`: chains are its independent copies, draws
-its particles), or from NUTS chains per temperature (`sampler="nuts"`).
+through every beta_j = c_j / log n (`sampler=Tempering(...)`: chains are its independent
+copies, draws its particles), or from NUTS chains per temperature (`sampler=NUTS(...)`).
 
 **The fit.** The terms 1/beta and 1/(beta log(n beta)) are nearly collinear over any practical
 window (log(n beta) changes by a factor of about 2 across c = 0.25 … 4), so a free coefficient
@@ -51,17 +51,32 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from slt.estimators.wbic import TemperedDraws, WBICResult, summarise_draws, tempered_draws
+from slt.estimators.evidence.wbic import (
+    DEFAULT_SAMPLER,
+    Sampler,
+    TemperedDraws,
+    WBICResult,
+    require_sampler,
+    summarise_draws,
+    tempered_draws,
+)
 from slt.fit import FitResult
 from slt.problem import Problem, require_problem
 from slt.results import Persistable
 from slt.validation import require_int, require_key, require_positive
 
-__all__ = ["RLCTResult", "rlct", "rlct_from_draws", "DEFAULT_MULTIPLIERS"]
+__all__ = [
+    "RLCTResult", "rlct", "rlct_from_draws", "inverse_temperatures", "temperatures",
+    "DEFAULT_MULTIPLIERS", "MAX_MULTIPLICITY",
+]
 
 # beta_j = c_j / log n. Spanning a factor 16 around Watanabe's beta = 1 / log n separates the
 # 1/beta and 1/(beta log(n beta)) terms as far as they can be separated at practical n.
 DEFAULT_MULTIPLIERS = (0.25, 0.5, 1.0, 2.0, 4.0)
+# The largest multiplicity m the fit considers by default (`rlct`, `rlct_from_draws`,
+# `ComparisonPlan`): m = 1 is the plain two-term fit of a regular model; a larger m must fit
+# significantly better to be chosen (module doc: the fit).
+MAX_MULTIPLICITY = 3
 # A standard error above this fraction of lambda_hat earns a warning.
 RELATIVE_SE_WARNING = 0.25
 # lambda_hat is reported outside [0, d/2] when it lies beyond either end by more than this many
@@ -182,7 +197,8 @@ class RLCTResult(Persistable):
         and report every temperature separately.
 
         Example:
-          >>> result = slt.rlct(problem, key, num_samples=100, progress=False)
+          >>> smc = slt.Tempering(num_particles=100)
+          >>> result = slt.rlct(problem, key, sampler=smc, progress=False)
           >>> nll = result.to_inference_data().sample_stats["nll"]
           >>> dict(nll.sizes)
           {'chain': 4, 'draw': 100, 'beta': 5}
@@ -218,25 +234,21 @@ class RLCTResult(Persistable):
         )
 
 
-def rlct(  # 11 user parameters + **sampler_options (Args), flat for help()
+def rlct(
     problem: Problem,
     key: jax.Array,
     *,
     fit: FitResult | None = None,
     multipliers=DEFAULT_MULTIPLIERS,
     betas=None,
-    max_multiplicity: int = 3,
-    sampler: str = "smc",
-    num_chains: int = 4,
-    num_warmup: int = 1000,
-    num_samples: int = 1000,
+    max_multiplicity: int = MAX_MULTIPLICITY,
+    sampler: Sampler = DEFAULT_SAMPLER,
     progress: bool = True,
-    **sampler_options,
 ) -> RLCTResult:
     """lambda_hat from E_beta[n L_n] at several inverse temperatures, with standard errors.
 
     All temperatures come from one sampler call: one SMC run through all of them (the
-    default), or `num_chains` NUTS chains per beta side by side.
+    default), or the sampler's chains at every beta side by side (NUTS, SGLD).
 
     Args:
       problem: model and data with a proper prior, n >= 3.
@@ -245,24 +257,26 @@ def rlct(  # 11 user parameters + **sampler_options (Args), flat for help()
       multipliers: c_j with beta_j = c_j / log n (ignored when `betas` is given).
       betas: explicit inverse temperatures, each with n beta > e (log(n beta) > 1).
       max_multiplicity: the largest m considered (1: the plain two-term fit).
-      sampler: "smc" (tempered SMC, `num_chains` copies of `num_samples` particles;
-        `num_warmup` unused), "nuts" or "sgld" (as in `slt.wbic`).
-      num_chains, num_warmup, num_samples, progress, **sampler_options: as in `slt.wbic`.
+      sampler: a `Tempering` value (the default, `slt.estimators.evidence.wbic.DEFAULT_SAMPLER`: one
+        tempered SMC run, its copies the chains and its particles the draws), `NUTS` or
+        `TemperedSGLD` (their chains at every beta), as in `slt.wbic`.
+      progress: show a progress bar.
 
     Returns:
       An `RLCTResult`.
 
     Raises:
-      InputError (a ValueError, `slt.validation`): problem, key, num_chains or
+      InputError (a ValueError, `slt.validation`): problem, key, sampler or
         max_multiplicity invalid, a beta (or multiplier) not finite and > 0, and what the
-        sampler rejects (the default "smc" path reaches beta <= 1 only: with the default
+        sampler rejects (the default tempered path reaches beta <= 1 only: with the default
         multipliers, up to 4 / log n, that needs n >= 55).
       ValueError: n < 3, fewer than 3 distinct betas, n beta <= e (n too small for the
         temperatures: give larger betas).
 
     Example:
       >>> fit = slt.fit_map(problem, key)
-      >>> result = slt.rlct(problem, key, fit=fit, num_samples=100, progress=False)
+      >>> smc = slt.Tempering(num_particles=100)
+      >>> result = slt.rlct(problem, key, fit=fit, sampler=smc, progress=False)
       >>> round(result.rlct, 1), result.multiplicity          # regular: lambda = d/2 = 1, m = 1
       (1.0, 1)
       >>> round(float(result.singular_bic), 1)   # n L_n(w_hat) + lambda log n - (m - 1) log log n
@@ -273,21 +287,23 @@ def rlct(  # 11 user parameters + **sampler_options (Args), flat for help()
     """
     require_problem(problem)
     require_key(key)
-    require_int("num_chains", num_chains, minimum=1)
-    betas = temperatures(problem.n, multipliers, betas)
-    draws = tempered_draws(
-        problem, key, np.repeat(betas, int(num_chains)), sampler=sampler,
-        num_warmup=num_warmup, num_samples=num_samples, progress=progress, **sampler_options,
-    )
-    result = rlct_from_draws(problem, draws, sampler=sampler, fit=fit,
+    require_sampler(sampler)
+    betas = inverse_temperatures(problem.n, multipliers, betas)
+    draws = tempered_draws(problem, key, betas, sampler, progress=progress)
+    result = rlct_from_draws(problem, draws, sampler=sampler.name, fit=fit,
                              max_multiplicity=max_multiplicity)
     for message in result.warnings:
         warnings.warn(message, stacklevel=2)
     return result
 
 
-def temperatures(n: int, multipliers=DEFAULT_MULTIPLIERS, betas=None) -> np.ndarray:
-    """The distinct inverse temperatures c_j / log n (or the given `betas`), checked.
+def inverse_temperatures(n: int, multipliers=DEFAULT_MULTIPLIERS, betas=None) -> np.ndarray:
+    """The distinct inverse temperatures beta_j = c_j / log n (or the given `betas`),
+    ascending, checked.
+
+    Example:
+      >>> inverse_temperatures(100, (0.5, 1.0, 2.0)).round(4)
+      array([0.1086, 0.2171, 0.4343])
 
     Raises:
       InputError: a beta or multiplier not finite and > 0.
@@ -309,9 +325,17 @@ def temperatures(n: int, multipliers=DEFAULT_MULTIPLIERS, betas=None) -> np.ndar
     return betas
 
 
+def temperatures(n: int, multipliers=DEFAULT_MULTIPLIERS, betas=None) -> np.ndarray:
+    """Deprecated: the old name of `inverse_temperatures` (what it returns are inverse
+    temperatures beta); it will be removed in the next release."""
+    warnings.warn("slt.estimators.evidence.rlct.temperatures is deprecated: use "
+                  "inverse_temperatures", DeprecationWarning, stacklevel=2)
+    return inverse_temperatures(n, multipliers, betas)
+
+
 def rlct_from_draws(
     problem: Problem, draws: TemperedDraws, *, sampler: str, fit: FitResult | None = None,
-    max_multiplicity: int = 3,
+    max_multiplicity: int = MAX_MULTIPLICITY,
 ) -> RLCTResult:
     """An `RLCTResult` from draws at three or more temperatures, the same number of chains at
     each (module doc: the fit). Warnings are returned in the result, not issued."""

@@ -7,10 +7,12 @@ with L_n(w) = -(1/n) sum_i log p(y_i | x_i, w) (constants included) and the mode
 F_n = -log Z is the free energy; at any other beta the same expectation is the derivative
 d/dbeta of -log Z(beta), which `slt.rlct` uses.
 
-Samplers are small functions `(problem, key, betas, *, num_warmup, num_samples, progress,
-checkpoint, **options) -> TemperedDraws`, one chain per entry of `betas`, registered in
-`SAMPLERS`; `checkpoint` is a file path or None, which the sampler passes to its chunked loop
-(`slt.samplers.checkpoint`: progress saved after every chunk, resumed on the next call).
+A sampler is a frozen value, `Tempering` (adaptive tempered SMC from the prior, the default),
+`NUTS` or `TemperedSGLD`, run by a small function `(problem, key, betas, sampler, *, init,
+progress, checkpoint) -> TemperedDraws` registered in `SAMPLERS` under the value's type: the
+value's chains (SMC: its copies) at each entry of `betas`. `checkpoint` is a file path or None,
+which the function passes to its chunked loop (`slt.samplers.checkpoint`: progress saved after
+every chunk, resumed on the next call).
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import NamedTuple
+from dataclasses import dataclass, field, replace
+from typing import ClassVar, NamedTuple
 
 import arviz as az
 import jax
@@ -28,15 +30,16 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from slt.estimators.llc_calibration import llc_calibrate
-from slt.estimators.local_run import trace_statistics
-from slt.fit import fit_map
+from slt.estimators.local.calibration import llc_calibrate
+from slt.estimators.local.posterior import LocalPosterior, trace_statistics
+from slt.fit import MAPFit, fit_map
 from slt.problem import Problem, require_problem
 from slt.results import Persistable, leaf_name
-from slt.samplers.local_chains import run_chains
-from slt.samplers.nuts import sample_nuts
+from slt.samplers.config import SGLD, RunPlan
+from slt.samplers.local_chains import ChainTargets, run_chains
+from slt.samplers.nuts import NUTS, sample_nuts
 from slt.samplers.sgld import PRECONDITIONERS
-from slt.samplers.tempering import SMCRun, tempered_smc
+from slt.samplers.tempering import SMCRun, Tempering, tempered_smc
 from slt.validation import (
     InputError,
     require_int,
@@ -47,11 +50,90 @@ from slt.validation import (
     require_step_size,
 )
 
-__all__ = ["SAMPLERS", "TemperedDraws", "WBICResult", "wbic", "wbic_beta", "tempered_draws"]
+__all__ = [
+    "DEFAULT_SAMPLER", "SAMPLERS", "TemperedDraws", "TemperedSGLD", "WBICResult", "wbic",
+    "wbic_beta", "tempered_draws",
+]
 
 # R-hat above this earns a warning. Vehtari et al. (2021) ask for 1.01 before trusting final
 # results; beyond 1.05 chains visibly disagree about E_beta[n L_n].
 RHAT_WARNING = 1.05
+# The sampler of `wbic` and `rlct` unless they are given another: tempered SMC, its 4 copies as
+# the chains, 1000 particles each as the draws (as many as `NUTS` keeps per chain by default).
+DEFAULT_SAMPLER = Tempering(num_particles=1000)
+
+
+@dataclass(frozen=True)
+class TemperedSGLD:
+    """Stochastic-gradient Langevin dynamics on the tempered posterior pi_beta, with the
+    model's prior and no localization: the sampler of `slt.wbic` and `slt.rlct` for models too
+    large for NUTS (`_sgld`).
+
+    One step from w with step size eps, a minibatch B of b examples and a diagonal
+    preconditioner G (the identity, or RMSprop's):
+
+        w' = w + (eps / 2) G (beta (n / b) sum_{i in B} grad log p(y_i | x_i, w)
+                              + grad log prior(w)) + sqrt(eps G) xi,    xi ~ N(0, I).
+
+    SGLD never rejects, so its stationary law is off by O(eps); `extrapolate` removes that
+    term (`_sgld`). Every chain starts at the MAP (or the `init` given to the estimator).
+
+    Attributes:
+      num_chains: chains at each inverse temperature (>= 1).
+      num_warmup: steps per chain discarded first (>= 0); num_samples: steps kept (>= 1).
+      step_size: eps (> 0), or "auto": `llc_calibrate` at gamma = 0, prior included, at the
+        largest n beta asked for (the sharpest posterior, whose stable step size is the
+        smallest), its criterion stated there. One step size serves every chain.
+      batch_size: minibatch size b (capped at n).
+      preconditioner: None (SGLD) or "rmsprop" (pSGLD).
+      chunk_size: steps per compiled chunk; progress and checkpoints between chunks.
+      extrapolate: remove the step-size bias by Richardson extrapolation. SGLD's stationary
+        law is off by O(eps) (discretisation and minibatch noise): measured on conjugate
+        regression at the calibrated step, E_beta[n L_n] comes out 0.7–1.0 nats (about 10% of
+        d / 2 beta) too high, falling linearly with eps. Each chain then has a twin at eps / 2
+        (same beta, its own stream) and the recorded draws are 2 x_{eps/2}(t) - x_eps(t),
+        whose mean is free of the O(eps) term; the price is about twice the work and a
+        standard error about 3 times larger at equal draws (measured: 0.7 instead of 0.22
+        nats with 4 x 2000 draws, errors within one standard error over four keys).
+
+    Example:
+      >>> TemperedSGLD(step_size=1e-3, batch_size=64)
+      TemperedSGLD(num_chains=4, num_warmup=1000, num_samples=1000, step_size=0.001, \
+batch_size=64, preconditioner=None, chunk_size=500, extrapolate=True)
+      >>> TemperedSGLD(step_size=-1.0)
+      Traceback (most recent call last):
+      slt.validation.InputError: step_size must be a finite number > 0, got -1.0
+
+    References:
+      Welling & Teh, "Bayesian learning via stochastic gradient Langevin dynamics", ICML 2011;
+      Li, Chen, Carlson & Carin, "Preconditioned stochastic gradient Langevin dynamics for
+      deep neural networks", AAAI 2016.
+    """
+
+    name: ClassVar[str] = "sgld"  # how results name the sampler (`WBICResult.sampler`)
+
+    num_chains: int = 4
+    num_warmup: int = 1000
+    num_samples: int = 1000
+    step_size: float | str = "auto"
+    batch_size: int = 256
+    preconditioner: str | None = None
+    chunk_size: int = 500
+    extrapolate: bool = True
+
+    def __post_init__(self):
+        for name, minimum in (("num_chains", 1), ("num_warmup", 0), ("num_samples", 1),
+                              ("batch_size", 1), ("chunk_size", 1)):
+            object.__setattr__(self, name, require_int(name, getattr(self, name),
+                                                       minimum=minimum))
+        object.__setattr__(self, "step_size", require_step_size("step_size", self.step_size))
+        require_one_of("preconditioner", self.preconditioner, PRECONDITIONERS)
+        if not isinstance(self.extrapolate, bool | np.bool_):
+            raise InputError(f"extrapolate must be True or False, got {self.extrapolate!r}")
+        object.__setattr__(self, "extrapolate", bool(self.extrapolate))
+
+
+Sampler = Tempering | NUTS | TemperedSGLD
 
 
 class TemperedDraws(NamedTuple):
@@ -82,14 +164,11 @@ class TemperedDraws(NamedTuple):
         )
 
 
-def _nuts(
-    problem, key, betas, *, num_warmup, num_samples, progress, checkpoint, **options
-) -> TemperedDraws:
-    """NumPyro NUTS on pi_beta (`slt.samplers.nuts.sample_nuts`; options go to it)."""
-    draws = sample_nuts(
-        problem, key, betas, num_warmup=num_warmup, num_samples=num_samples, progress=progress,
-        checkpoint=checkpoint, **options,
-    )
+def _nuts(problem, key, betas, sampler: NUTS, *, init, progress, checkpoint) -> TemperedDraws:
+    """NumPyro NUTS on pi_beta (`slt.samplers.nuts.sample_nuts`), `sampler.num_chains`
+    chains at each beta."""
+    draws = sample_nuts(problem, key, betas, sampler, init=init, progress=progress,
+                        checkpoint=checkpoint)
     return TemperedDraws(
         nll=draws.nll,
         betas=draws.betas,
@@ -104,31 +183,16 @@ def _nuts(
     )
 
 
-def _sgld(  # the SAMPLERS signature + SGLD options users pass via wbic(); 32/81 lines docstring
-    problem, key, betas, *, num_warmup, num_samples, progress, checkpoint, init=None,
-    step_size="auto",
-    batch_size=256, preconditioner=None, chunk_size=500, extrapolate=True,
+def _sgld(
+    problem, key, betas, sampler: TemperedSGLD, *, init, progress, checkpoint
 ) -> TemperedDraws:
     """SGLD on pi_beta (`slt.samplers.local_chains.run_chains` with gamma = 0 and the prior
-    included): for models too large for NUTS. Minibatch gradients, no accept/reject step.
+    included), `sampler.num_chains` chains at each beta: for models too large for NUTS.
+    Minibatch gradients, no accept/reject step (`TemperedSGLD`: the step, its step size and
+    the extrapolation).
 
-    Options:
-      init: unconstrained start of every chain (pytree); default the MAP (`fit_map`, 4
-        restarts). Starting in the posterior's bulk keeps the warm-up short.
-      step_size: a number, or "auto": `llc_calibrate` at gamma = 0, prior included, at the
-        largest n beta asked for (the sharpest posterior, whose stable step size is the
-        smallest), its criterion stated there. One step size serves every chain.
-      batch_size, preconditioner ("rmsprop"), chunk_size: as for `run_chains`.
-      extrapolate: remove the step-size bias by Richardson extrapolation (default True).
-        SGLD's stationary law is off by O(eps) (discretisation and minibatch noise): measured
-        on conjugate regression at the calibrated step, E_beta[n L_n] comes out 0.7–1.0 nats
-        (about 10% of d / 2 beta) too high, falling linearly with eps. Each chain then has a
-        twin at eps / 2 (same beta, its own stream) and the recorded draws are
-        2 x_{eps/2}(t) - x_eps(t) (`run_chains(extrapolate=True)`), whose mean is free of the
-        O(eps) term; the price is about
-        twice the work and a standard error about 3 times larger at equal draws (measured: 0.7
-        instead of 0.22 nats with 4 x 2000 draws, errors within one standard error over four
-        keys).
+    `init` is the unconstrained start of every chain (pytree); default the MAP (`fit_map`, 4
+    restarts). Starting in the posterior's bulk keeps the warm-up short.
 
     The recorded n L_n(w_t) is the paired minibatch estimate
         n (L_b(w_t) - L_b(w_0)) + n L_n(w_0),
@@ -136,40 +200,42 @@ def _sgld(  # the SAMPLERS signature + SGLD options users pass via wbic(); 32/81
     noise is part of the draws' variance and hence of the standard error.
 
     Raises:
-      InputError (a ValueError): init not a finite point of the problem, step_size not
-        "auto" or finite and positive, batch_size or chunk_size not an integer >= 1, an
-        unknown preconditioner.
+      InputError (a ValueError): init not a finite point of the problem, no proper prior.
       FloatingPointError: a chain diverged (the message suggests a smaller step size).
     """
-    betas = np.asarray(betas, dtype=np.float64)
+    betas = np.repeat(np.asarray(betas, dtype=np.float64), sampler.num_chains)
+    num_warmup, num_samples = sampler.num_warmup, sampler.num_samples
+    step_size, batch_size = sampler.step_size, sampler.batch_size
+    preconditioner, chunk_size = sampler.preconditioner, sampler.chunk_size
+    extrapolate = sampler.extrapolate
     if not problem.has_prior:
         raise InputError(
             "sampling a tempered posterior needs a proper prior: pass log_prior= to "
             "Problem.from_loss"
         )
-    step_size = require_step_size("step_size", step_size)
-    require_int("batch_size", batch_size, minimum=1)
-    require_int("chunk_size", chunk_size, minimum=1)
-    require_one_of("preconditioner", preconditioner, PRECONDITIONERS)
     if init is not None:
         require_params(problem, init, "init")
     else:
-        init = fit_map(problem, key, num_restarts=4).params
+        init = fit_map(problem, key, MAPFit(num_restarts=4)).params
     start = problem.unconstrain(problem.constrain(init))
     batch_size = min(int(batch_size), problem.n)
     nbetas = problem.n * betas
     if step_size == "auto":
         step_size = llc_calibrate(
-            problem, start, jax.random.fold_in(key, 1), gamma=0.0, nbeta=float(nbetas.max()),
-            batch_size=batch_size, preconditioner=preconditioner, include_prior=True,
+            problem, start, jax.random.fold_in(key, 1),
+            posterior=LocalPosterior(gamma=0.0, nbeta=float(nbetas.max()), include_prior=True),
+            sampler=SGLD(batch_size=batch_size, preconditioner=preconditioner),
             progress=progress,
         ).step_size
     trace = run_chains(
-        problem, start, key, num_chains=betas.size, num_steps=num_warmup + num_samples,
-        step_size=float(step_size), gamma=0.0, nbeta=nbetas, batch_size=batch_size,
-        preconditioner=preconditioner, include_prior=True, chunk_size=chunk_size,
-        progress=progress, description="SGLD at beta",
-        checkpoint=checkpoint, extrapolate=extrapolate,
+        problem, start, key,
+        ChainTargets(step_size=np.full(betas.size, float(step_size)),
+                     gamma=np.zeros(betas.size), nbeta=nbetas, include_prior=True),
+        sampler=SGLD(step_size=float(step_size), batch_size=batch_size,
+                     preconditioner=preconditioner, extrapolate=extrapolate),
+        plan=RunPlan(num_chains=1, num_warmup=num_warmup, num_samples=num_samples,
+                     chunk_size=chunk_size, checkpoint=checkpoint, progress=progress),
+        description="SGLD at beta",
     )
     diverged = trace.diverged_at >= 0
     if diverged.any():
@@ -187,15 +253,17 @@ def _sgld(  # the SAMPLERS signature + SGLD options users pass via wbic(); 32/81
     )
 
 
-def _smc(
-    problem, key, betas, *, num_warmup, num_samples, progress, checkpoint, **options
-) -> TemperedDraws:
+def _smc(problem, key, betas, sampler: Tempering, *, init, progress, checkpoint
+         ) -> TemperedDraws:
     """Adaptive tempered SMC from the prior (`slt.samplers.tempering.tempered_smc`), its ladder
-    forced through every distinct beta: chains are its independent copies (as many as each
-    beta appears in `betas`), draws its `num_samples` particles; `num_warmup` is unused.
-    Options go to `tempered_smc` (num_mcmc_steps, max_mcmc_steps, num_leapfrog, target_ess,
-    ...). Right on multimodal posteriors (a mixture's label-switched modes), where NUTS
-    chains each see one mode; the path also yields log Z (`slt.free_energy`)."""
+    forced through every distinct beta: chains are its independent copies (`num_copies` for
+    each entry of `betas`), draws its `num_particles` particles. Right on multimodal
+    posteriors (a mixture's label-switched modes), where NUTS chains each see one mode; the
+    path also yields log Z (`slt.free_energy`). It starts from exact prior draws: no `init`."""
+    if init is not None:
+        raise InputError("init: tempered SMC starts from exact prior draws and takes no "
+                         "starting point; give init to NUTS() or TemperedSGLD() sampling")
+    betas = np.repeat(np.asarray(betas, dtype=np.float64), sampler.num_copies)
     distinct, counts = np.unique(betas, return_counts=True)
     if np.any(counts != counts[0]):
         raise InputError(f"SMC needs the same number of chains at every beta, got {counts}")
@@ -204,10 +272,10 @@ def _smc(
             f"the tempered SMC path runs from beta = 0 to 1 and cannot reach beta = "
             f"{distinct[-1]:.4g} (n = {problem.n}: a multiplier c gives beta = c / log n = "
             f"c / {np.log(problem.n):.3g}); use betas <= 1 (smaller multipliers, or more data) "
-            f"or sampler='nuts'"
+            f"or sampler=NUTS()"
         )
-    run = tempered_smc(problem, key, num_particles=num_samples, num_copies=int(counts[0]),
-                       waypoints=distinct, progress=progress, checkpoint=checkpoint, **options)
+    run = tempered_smc(problem, key, replace(sampler, num_copies=int(counts[0])),
+                       waypoints=distinct, progress=progress, checkpoint=checkpoint)
     draws = smc_draws(run)
     order = np.argsort(betas, kind="stable")  # draws come sorted by beta, copies within
     return draws.select(np.argsort(order))
@@ -234,7 +302,9 @@ def copies_std_error(nll: np.ndarray) -> float:
     return float(max(spread, nll.std() / np.sqrt(nll.size)))
 
 
-SAMPLERS: dict[str, Callable[..., TemperedDraws]] = {"nuts": _nuts, "sgld": _sgld, "smc": _smc}
+SAMPLERS: dict[type, Callable[..., TemperedDraws]] = {
+    Tempering: _smc, NUTS: _nuts, TemperedSGLD: _sgld,
+}
 
 
 def wbic_beta(n: int) -> float:
@@ -248,33 +318,42 @@ def tempered_draws(
     problem: Problem,
     key: jax.Array,
     betas,
+    sampler: Sampler = NUTS(),
     *,
-    sampler: str = "nuts",
-    num_warmup: int = 1000,
-    num_samples: int = 1000,
+    init=None,
     progress: bool = True,
     checkpoint: str | os.PathLike | None = None,
-    **options,
 ) -> TemperedDraws:
-    """Draws from pi_beta with the named sampler, one chain per entry of `betas`.
+    """Draws from pi_beta: the sampler's chains (SMC: its copies) at each entry of `betas`,
+    those of one beta adjacent.
 
-    `checkpoint` (a file path or None) goes to the sampler: see `slt.wbic`.
+    `init` (NUTS, SGLD: the start of every chain) and `checkpoint` (a file path or None) go
+    to the sampler: see `slt.wbic`.
 
     Raises:
-      InputError (a ValueError): problem not a Problem, key not a PRNG key, num_warmup not an
-        integer >= 0 or num_samples not an integer >= 1, or what the sampler rejects.
-      ValueError: an unknown sampler (the message lists the available ones).
+      InputError (a ValueError): problem not a Problem, key not a PRNG key, sampler not a
+        sampler value (the message lists them), or what the sampler rejects.
     """
-    if sampler not in SAMPLERS:
-        raise ValueError(f"unknown sampler {sampler!r}; available: {', '.join(sorted(SAMPLERS))}")
+    require_sampler(sampler)
     require_problem(problem)
     require_key(key)
-    require_int("num_warmup", num_warmup, minimum=0)
-    require_int("num_samples", num_samples, minimum=1)
-    return SAMPLERS[sampler](
-        problem, key, np.asarray(betas, dtype=np.float64), num_warmup=num_warmup,
-        num_samples=num_samples, progress=progress, checkpoint=checkpoint, **options,
+    return SAMPLERS[type(sampler)](
+        problem, key, np.asarray(betas, dtype=np.float64).reshape(-1), sampler, init=init,
+        progress=progress, checkpoint=checkpoint,
     )
+
+
+def require_sampler(sampler, name: str = "sampler") -> Sampler:
+    """`sampler` if it is one of the values in `SAMPLERS`.
+
+    Raises:
+      InputError: anything else (a string such as "nuts" included); the message lists them.
+    """
+    if type(sampler) not in SAMPLERS:
+        available = ", ".join(f"{cls.__name__}()" for cls in SAMPLERS)
+        raise InputError(f"{name} must be a sampler value; available: {available}; got "
+                         f"{sampler!r}")
+    return sampler
 
 
 @dataclass(frozen=True)
@@ -373,14 +452,11 @@ def wbic(
     problem: Problem,
     key: jax.Array,
     *,
-    sampler: str = "smc",
+    sampler: Sampler = DEFAULT_SAMPLER,
     beta: float | None = None,
-    num_chains: int = 4,
-    num_warmup: int = 1000,
-    num_samples: int = 1000,
+    init=None,
     progress: bool = True,
     checkpoint: str | os.PathLike | None = None,
-    **sampler_options,
 ) -> WBICResult:
     """WBIC = E_beta[n L_n(w)] at beta = 1 / log n (or any beta), with a standard error.
 
@@ -390,14 +466,15 @@ def wbic(
     Args:
       problem: model and data with a proper prior; n >= 2 when beta is not given.
       key: PRNG key.
-      sampler: "smc" (the default: adaptive tempered SMC from the prior, `_smc`; chains are
-        its copies and `num_samples` its particles per copy; right on multimodal posteriors),
-        "nuts" (NumPyro NUTS, `slt.samplers.nuts.sample_nuts`: exact up to Monte Carlo
-        error) or "sgld" (minibatch SGLD, `_sgld`: for models too large for NUTS; step size
-        calibrated automatically; a small discretisation bias); see `SAMPLERS`.
+      sampler: a `Tempering` value (the default, `DEFAULT_SAMPLER`: adaptive tempered SMC from
+        the prior, `_smc`; chains are its copies and its particles the draws per copy; right
+        on multimodal posteriors), `NUTS` (NumPyro NUTS, `slt.samplers.nuts.sample_nuts`:
+        exact up to Monte Carlo error) or `TemperedSGLD` (minibatch SGLD, `_sgld`: for models
+        too large for NUTS; step size calibrated automatically; a small discretisation bias);
+        each value states its fields (chains, warmup, draws, ...).
       beta: inverse temperature > 0; default 1 / log n.
-      num_chains: independent chains (four give a useful R-hat).
-      num_warmup: warm-up steps per chain (discarded); num_samples: draws kept per chain.
+      init: NUTS and SGLD: the start of every chain (unconstrained pytree); default: NUTS's
+        `problem.init` points, SGLD's MAP. Tempered SMC starts from the prior and takes none.
       progress: show a progress bar.
       checkpoint: a file (.npz) where the sampler saves its state and draws after every chunk
         (NUTS: every chain's position, adaptation state and PRNG key; SGLD: as `slt.llc`). A
@@ -406,27 +483,24 @@ def wbic(
         result; a finished run's file is kept and returns the result without sampling. A file
         from other arguments raises `CheckpointError`. Preparation (SGLD's MAP start and
         step-size calibration) is repeated on resume. See `slt.samplers.checkpoint`.
-      **sampler_options: passed to the sampler (NUTS: init, dense_mass, target_accept_prob,
-        max_tree_depth, chunk_size; SGLD: init, step_size, batch_size, preconditioner,
-        chunk_size).
 
     Returns:
       A `WBICResult`; compare `result.wbic` with other free-energy estimates (lower is
       better).
 
     Raises:
-      InputError (a ValueError, `slt.validation`): beta not finite and > 0, num_chains not an
-        integer >= 1, and the bad arguments `tempered_draws` and the sampler reject.
-      ValueError: unknown sampler (the message lists them), n < 2 without beta, no proper
-        prior.
+      InputError (a ValueError, `slt.validation`): beta not finite and > 0, sampler not a
+        sampler value (the message lists them), and the bad arguments `tempered_draws` and the
+        sampler reject.
+      ValueError: n < 2 without beta, no proper prior.
       FloatingPointError: the sampler diverged or n L_n is not finite at a draw.
       Interrupted (a KeyboardInterrupt, `slt.samplers.runner`): a KeyboardInterrupt during a
         checkpointed run; every finished chunk is saved.
       CheckpointError (a ValueError): the file at `checkpoint` belongs to another run.
 
     Example:
-      >>> result = slt.wbic(problem, key, sampler="nuts", num_warmup=100, num_samples=100,
-      ...                   progress=False)
+      >>> nuts = slt.NUTS(num_warmup=100, num_samples=100)
+      >>> result = slt.wbic(problem, key, sampler=nuts, progress=False)
       >>> round(result.wbic, 1), round(result.std_error, 1)   # close to F = -log Z = 141.55
       (141.1, 0.4)
 
@@ -434,13 +508,11 @@ def wbic(
       Watanabe, "A widely applicable Bayesian information criterion", JMLR 14:867–897, 2013.
     """
     require_problem(problem)
+    require_sampler(sampler)
     beta = wbic_beta(problem.n) if beta is None else require_positive("beta", beta)
-    num_chains = require_int("num_chains", num_chains, minimum=1)
-    draws = tempered_draws(
-        problem, key, np.full(int(num_chains), beta), sampler=sampler, num_warmup=num_warmup,
-        num_samples=num_samples, progress=progress, checkpoint=checkpoint, **sampler_options,
-    )
-    return summarise_draws(problem, draws, sampler=sampler)
+    draws = tempered_draws(problem, key, [beta], sampler, init=init, progress=progress,
+                           checkpoint=checkpoint)
+    return summarise_draws(problem, draws, sampler=sampler.name)
 
 
 def summarise_draws(
@@ -465,7 +537,7 @@ def summarise_draws(
     if divergences:
         messages.append(
             f"{divergences} divergent transition(s) ({divergences / nll.size:.1%} of draws) at "
-            f"beta={beta:.4g}: the estimate may be biased; raise target_accept_prob"
+            f"beta={beta:.4g}: the estimate may be biased; raise NUTS(target_acceptance=...)"
         )
     if rhat > RHAT_WARNING:
         messages.append(
