@@ -46,53 +46,9 @@ References:
   with linear units", Neural Networks 172:106132, 2024.
 """
 
-from slt.truth.evidences import (
-    gaussian_mean_log_evidence,
-    linear_regression_log_evidence,
-    linear_regression_tempered_expected_nll,
-    linear_regression_wbic,
-    nig_linear_regression_log_evidence,
-    product_model_log_evidence,
-    spike_and_slab_log_evidence,
-    two_component_mixture_log_evidence,
-)
-from slt.truth.expected_llc import linear_regression_expected_llc, normal_crossing_expected_llc
-from slt.truth.learning_coefficients import (
-    RLCT,
-    additive_rlct,
-    dln_layer_rlct,
-    dln_rlct,
-    gaussian_mixture_rlct_bound,
-    normal_crossing_rlct,
-    product_model_rlct,
-    regular_rlct,
-    rrr_rlct,
-    tanh_rlct,
-    two_component_mixture_rlct,
-    watanabe_wbic_experiment,
-)
+from slt.truth import evidences, expected_llc, learning_coefficients
+from slt.truth.evidences import *  # noqa: F403  (each module's public names, its __all__)
+from slt.truth.expected_llc import *  # noqa: F403
+from slt.truth.learning_coefficients import *  # noqa: F403
 
-__all__ = [
-    "RLCT",
-    "regular_rlct",
-    "normal_crossing_rlct",
-    "additive_rlct",
-    "rrr_rlct",
-    "dln_rlct",
-    "dln_layer_rlct",
-    "tanh_rlct",
-    "two_component_mixture_rlct",
-    "product_model_rlct",
-    "watanabe_wbic_experiment",
-    "gaussian_mean_log_evidence",
-    "linear_regression_expected_llc",
-    "linear_regression_log_evidence",
-    "linear_regression_tempered_expected_nll",
-    "linear_regression_wbic",
-    "nig_linear_regression_log_evidence",
-    "product_model_log_evidence",
-    "two_component_mixture_log_evidence",
-    "normal_crossing_expected_llc",
-    "gaussian_mixture_rlct_bound",
-    "spike_and_slab_log_evidence",
-]
+__all__ = [*learning_coefficients.__all__, *evidences.__all__, *expected_llc.__all__]

@@ -79,8 +79,9 @@ def test_wbic_by_sgld_and_rlct_by_nuts_are_bitwise_those_of_the_keyword_api(reco
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # short chains: R-hat warnings
         sgld = slt.wbic(problem, KEY, sampler=TemperedSGLD(
-            num_chains=2, num_warmup=20, num_samples=40, step_size=1e-3, batch_size=10,
-            chunk_size=15), progress=False)
+            slt.samplers.SGLD(step_size=1e-3, batch_size=10, extrapolate=True),
+            slt.RunPlan(num_chains=2, num_warmup=20, num_samples=40, chunk_size=15)),
+            progress=False)
         rlct = slt.rlct(problem, KEY, betas=(0.1, 0.2, 0.4), max_multiplicity=2,
                         sampler=NUTS(num_chains=1, num_warmup=30, num_samples=20),
                         progress=False)
@@ -113,10 +114,8 @@ def test_wbic_by_sgld_and_rlct_by_nuts_are_bitwise_those_of_the_keyword_api(reco
     (lambda: MAPFit(num_restarts=0), "num_restarts must be an integer >= 1"),
     (lambda: MAPFit(learning_rate=0.0), "learning_rate must be a finite number > 0"),
     (lambda: MAPFit(grad_tol=-1.0), "grad_tol must be a finite number >= 0"),
-    (lambda: TemperedSGLD(step_size="fast"), "step_size must be"),
-    (lambda: TemperedSGLD(batch_size=0), "batch_size must be an integer >= 1"),
-    (lambda: TemperedSGLD(preconditioner="adam"), "preconditioner must be one of"),
-    (lambda: TemperedSGLD(extrapolate=1), "extrapolate must be True or False"),
+    (lambda: TemperedSGLD(sgld=slt.samplers.MALA()), "sgld must be a slt.samplers.SGLD"),
+    (lambda: TemperedSGLD(plan={"num_chains": 2}), "plan must be a slt.RunPlan"),
     (lambda: ComparisonPlan(fit={"num_restarts": 4}), "fit must be a MAPFit value"),
     (lambda: ComparisonPlan(num_modes=0), "num_modes must be an integer >= 1"),
     (lambda: ComparisonPlan(free_energy=NUTS()), "free_energy must be a Tempering value"),
@@ -141,8 +140,9 @@ def test_values_normalise_their_fields_and_read_well():
     assert repr(Tempering(num_particles=200)).startswith(
         "Tempering(num_particles=200, num_copies=4, target_ess=0.95, kernel='auto'")
     assert repr(NestedSampling()).startswith("NestedSampling(num_live=500, num_runs=4")
-    assert repr(TemperedSGLD(step_size=1e-3)).startswith(
-        "TemperedSGLD(num_chains=4, num_warmup=1000, num_samples=1000, step_size=0.001")
+    assert repr(TemperedSGLD()).startswith(
+        "TemperedSGLD(sgld=SGLD(step_size='auto', batch_size=256, preconditioner=None, "
+        "mala_every=10, extrapolate=True), plan=RunPlan(num_chains=4")
     # a plan shows what differs from the defaults, in its values too
     plan = ComparisonPlan(fit=MAPFit(num_restarts=8), multipliers=[0.5, 1, 2],
                           rlct=NUTS(num_chains=1))

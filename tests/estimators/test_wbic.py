@@ -59,7 +59,8 @@ def test_sgld_sampler_matches_the_closed_form_within_four_standard_errors():
     """Minibatch SGLD with the automatic step size and step-size extrapolation."""
     case = conjugate_regression()
     result = wbic(case.problem, jax.random.key(3), sampler=TemperedSGLD(
-        num_warmup=1000, num_samples=2000, batch_size=64), progress=False)
+        slt.samplers.SGLD(batch_size=64, extrapolate=True),
+        slt.RunPlan(num_warmup=1000, num_samples=2000)), progress=False)
     exact = case.expected_nll(wbic_beta(case.problem.n))
     assert result.sampler == "sgld" and result.nll.shape == (4, 2000)
     assert abs(result.wbic - exact) < 4 * result.std_error
@@ -70,8 +71,8 @@ def test_sgld_sampler_matches_the_closed_form_within_four_standard_errors():
 def test_sgld_sampler_rejects_a_bad_step_size_and_reports_divergence():
     case = conjugate_regression()
     with pytest.raises(ValueError, match="step_size"):
-        wbic(case.problem, jax.random.key(0), sampler=TemperedSGLD(step_size=-1.0),
-             progress=False)
+        wbic(case.problem, jax.random.key(0),
+             sampler=TemperedSGLD(slt.samplers.SGLD(step_size=-1.0)), progress=False)
     no_prior = slt.Problem.from_loss(
         lambda params, batch: (batch["y"] - batch["x"] @ params["w"]) ** 2,
         {"w": jnp.zeros(3)}, case.problem.data,
@@ -80,7 +81,8 @@ def test_sgld_sampler_rejects_a_bad_step_size_and_reports_divergence():
         wbic(no_prior, jax.random.key(0), sampler=TemperedSGLD(), progress=False)
     with pytest.raises(FloatingPointError, match="try step_size"):
         wbic(case.problem, jax.random.key(0), sampler=TemperedSGLD(
-            step_size=10.0, num_warmup=10, num_samples=10), progress=False)
+            slt.samplers.SGLD(step_size=10.0, extrapolate=True),
+            slt.RunPlan(num_warmup=10, num_samples=10)), progress=False)
 
 
 def test_from_loss_problem_gives_the_same_answer():

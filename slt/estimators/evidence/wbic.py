@@ -38,16 +38,13 @@ from slt.results import Persistable, leaf_name
 from slt.samplers.config import SGLD, RunPlan
 from slt.samplers.local_chains import ChainTargets, run_chains
 from slt.samplers.nuts import NUTS, sample_nuts
-from slt.samplers.sgld import PRECONDITIONERS
 from slt.samplers.tempering import SMCRun, Tempering, tempered_smc
 from slt.validation import (
     InputError,
-    require_int,
+    require_instance,
     require_key,
-    require_one_of,
     require_params,
     require_positive,
-    require_step_size,
 )
 
 __all__ = [
@@ -79,30 +76,30 @@ class TemperedSGLD:
     term (`_sgld`). Every chain starts at the MAP (or the `init` given to the estimator).
 
     Attributes:
-      num_chains: chains at each inverse temperature (>= 1).
-      num_warmup: steps per chain discarded first (>= 0); num_samples: steps kept (>= 1).
-      step_size: eps (> 0), or "auto": `llc_calibrate` at gamma = 0, prior included, at the
-        largest n beta asked for (the sharpest posterior, whose stable step size is the
-        smallest), its criterion stated there. One step size serves every chain.
-      batch_size: minibatch size b (capped at n).
-      preconditioner: None (SGLD) or "rmsprop" (pSGLD).
-      chunk_size: steps per compiled chunk; progress and checkpoints between chunks.
-      extrapolate: remove the step-size bias by Richardson extrapolation. SGLD's stationary
-        law is off by O(eps) (discretisation and minibatch noise): measured on conjugate
-        regression at the calibrated step, E_beta[n L_n] comes out 0.7–1.0 nats (about 10% of
-        d / 2 beta) too high, falling linearly with eps. Each chain then has a twin at eps / 2
-        (same beta, its own stream) and the recorded draws are 2 x_{eps/2}(t) - x_eps(t),
-        whose mean is free of the O(eps) term; the price is about twice the work and a
-        standard error about 3 times larger at equal draws (measured: 0.7 instead of 0.22
-        nats with 4 x 2000 draws, errors within one standard error over four keys).
+      sgld: the SGLD step (`slt.samplers.SGLD`: step size, batch size, preconditioner,
+        extrapolation). Its step size "auto" (or a `Calibration`) is chosen by
+        `llc_calibrate` at gamma = 0, prior included, at the largest n beta asked for (the
+        sharpest posterior, whose stable step size is the smallest); one step size serves
+        every chain. Its extrapolation is on by default here: SGLD's stationary law is off
+        by O(eps) (discretisation and minibatch noise): measured on conjugate regression at
+        the calibrated step, E_beta[n L_n] comes out 0.7–1.0 nats (about 10% of d / 2 beta)
+        too high, falling linearly with eps. Each chain then has a twin at eps / 2 and the
+        recorded draws are 2 x_{eps/2}(t) - x_eps(t), whose mean is free of the O(eps) term;
+        the price is about twice the work and a standard error about 3 times larger at
+        equal draws (measured: 0.7 instead of 0.22 nats with 4 x 2000 draws, errors within
+        one standard error over four keys).
+      plan: `slt.RunPlan`: its num_chains (chains at each inverse temperature), num_warmup,
+        num_samples and chunk_size; the estimator's own `progress` and `checkpoint` take the
+        place of the plan's.
 
     Example:
-      >>> TemperedSGLD(step_size=1e-3, batch_size=64)
-      TemperedSGLD(num_chains=4, num_warmup=1000, num_samples=1000, step_size=0.001, \
-batch_size=64, preconditioner=None, chunk_size=500, extrapolate=True)
-      >>> TemperedSGLD(step_size=-1.0)
+      >>> TemperedSGLD(slt.samplers.SGLD(step_size=1e-3, batch_size=64, extrapolate=True))
+      TemperedSGLD(sgld=SGLD(step_size=0.001, batch_size=64, preconditioner=None, \
+mala_every=10, extrapolate=True), plan=RunPlan(num_chains=4, num_warmup=1000, \
+num_samples=1000, chunk_size=500, checkpoint=None, progress=True, observe_every=1))
+      >>> TemperedSGLD(sgld=slt.samplers.MALA())
       Traceback (most recent call last):
-      slt.validation.InputError: step_size must be a finite number > 0, got -1.0
+      slt.validation.InputError: sgld must be a slt.samplers.SGLD, got MALA
 
     References:
       Welling & Teh, "Bayesian learning via stochastic gradient Langevin dynamics", ICML 2011;
@@ -112,25 +109,17 @@ batch_size=64, preconditioner=None, chunk_size=500, extrapolate=True)
 
     name: ClassVar[str] = "sgld"  # how results name the sampler (`WBICResult.sampler`)
 
-    num_chains: int = 4
-    num_warmup: int = 1000
-    num_samples: int = 1000
-    step_size: float | str = "auto"
-    batch_size: int = 256
-    preconditioner: str | None = None
-    chunk_size: int = 500
-    extrapolate: bool = True
+    sgld: SGLD = SGLD(extrapolate=True)
+    plan: RunPlan = RunPlan()
 
     def __post_init__(self):
-        for name, minimum in (("num_chains", 1), ("num_warmup", 0), ("num_samples", 1),
-                              ("batch_size", 1), ("chunk_size", 1)):
-            object.__setattr__(self, name, require_int(name, getattr(self, name),
-                                                       minimum=minimum))
-        object.__setattr__(self, "step_size", require_step_size("step_size", self.step_size))
-        require_one_of("preconditioner", self.preconditioner, PRECONDITIONERS)
-        if not isinstance(self.extrapolate, bool | np.bool_):
-            raise InputError(f"extrapolate must be True or False, got {self.extrapolate!r}")
-        object.__setattr__(self, "extrapolate", bool(self.extrapolate))
+        require_instance("sgld", self.sgld, SGLD, "a slt.samplers.SGLD")
+        require_instance("plan", self.plan, RunPlan, "a slt.RunPlan")
+
+    @property
+    def num_chains(self) -> int:
+        """Chains at each inverse temperature (the plan's)."""
+        return self.plan.num_chains
 
 
 Sampler = Tempering | NUTS | TemperedSGLD
@@ -203,11 +192,8 @@ def _sgld(
       InputError (a ValueError): init not a finite point of the problem, no proper prior.
       FloatingPointError: a chain diverged (the message suggests a smaller step size).
     """
-    betas = np.repeat(np.asarray(betas, dtype=np.float64), sampler.num_chains)
-    num_warmup, num_samples = sampler.num_warmup, sampler.num_samples
-    step_size, batch_size = sampler.step_size, sampler.batch_size
-    preconditioner, chunk_size = sampler.preconditioner, sampler.chunk_size
-    extrapolate = sampler.extrapolate
+    betas = np.repeat(np.asarray(betas, dtype=np.float64), sampler.plan.num_chains)
+    sgld, num_warmup = sampler.sgld, sampler.plan.num_warmup
     if not problem.has_prior:
         raise InputError(
             "sampling a tempered posterior needs a proper prior: pass log_prior= to "
@@ -218,23 +204,20 @@ def _sgld(
     else:
         init = fit_map(problem, key, MAPFit(num_restarts=4)).params
     start = problem.unconstrain(problem.constrain(init))
-    batch_size = min(int(batch_size), problem.n)
     nbetas = problem.n * betas
-    if step_size == "auto":
+    step_size = sgld.step_size
+    if sgld.calibration is not None:
         step_size = llc_calibrate(
             problem, start, jax.random.fold_in(key, 1),
             posterior=LocalPosterior(gamma=0.0, nbeta=float(nbetas.max()), include_prior=True),
-            sampler=SGLD(batch_size=batch_size, preconditioner=preconditioner),
-            progress=progress,
+            sampler=replace(sgld, extrapolate=False), progress=progress,
         ).step_size
     trace = run_chains(
         problem, start, key,
         ChainTargets(step_size=np.full(betas.size, float(step_size)),
                      gamma=np.zeros(betas.size), nbeta=nbetas, include_prior=True),
-        sampler=SGLD(step_size=float(step_size), batch_size=batch_size,
-                     preconditioner=preconditioner, extrapolate=extrapolate),
-        plan=RunPlan(num_chains=1, num_warmup=num_warmup, num_samples=num_samples,
-                     chunk_size=chunk_size, checkpoint=checkpoint, progress=progress),
+        sampler=sgld,
+        plan=replace(sampler.plan, num_chains=1, checkpoint=checkpoint, progress=progress),
         description="SGLD at beta",
     )
     diverged = trace.diverged_at >= 0
