@@ -72,10 +72,15 @@ def run_llc(key, checkpoint=None, *, step_size=2e-3, **plan):
 
 def run_wbic(key, checkpoint=None, *, sampler=slt.NUTS, init=None, **fields):
     """NUTS (or `sampler=slt.TemperedSGLD`): 10 chunks of 10 steps, two chains; `fields`:
-    other fields of the sampler's value."""
+    other fields of the NUTS value, or of the SGLD value `TemperedSGLD` holds."""
     settings = dict(num_chains=2, num_warmup=40, num_samples=60, chunk_size=10)
-    return slt.wbic(problem(), key, sampler=sampler(**(settings | fields)), init=init,
-                    checkpoint=checkpoint, progress=False)
+    if sampler is slt.TemperedSGLD:
+        chosen = slt.TemperedSGLD(slt.samplers.SGLD(extrapolate=True, **fields),
+                                  slt.RunPlan(**settings))
+    else:
+        chosen = sampler(**(settings | fields))
+    return slt.wbic(problem(), key, sampler=chosen, init=init, checkpoint=checkpoint,
+                    progress=False)
 
 
 def run_free_energy(key, checkpoint=None, **fields):

@@ -30,7 +30,8 @@ scalar mixtures of normals; Monte Carlo covers any family NumPyro can sample.
 * `symmetry`: symmetry generators of two-layer networks, expected nullities, the split of
   the null space into symmetry and excess, conserved quantities, moves along orbits.
 * `relative_fisher`: closed-form relative Fisher matrices of single neurons and layers
-  (Sun & Nielsen 2016): cheap per-layer metrics, not identifiability tests.
+  (Sun & Nielsen 2016), each taking a neuron's response model as one frozen
+  `relative_fisher.Response`: cheap per-layer metrics, not identifiability tests.
 """
 
 from slt.geometry import relative_fisher, symmetry

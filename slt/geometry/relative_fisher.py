@@ -11,7 +11,7 @@ pre-activation t = w^T x + b = w~^T x~, x~ = (x, 1), every case is a weight time
 
     g(w~) = (1/n) sum_i nu(t_i) x~_i x~_i^T.
 
-Response models and weights nu(t) (`neuron_weight`):
+Response models and weights nu(t) (`Response`, `neuron_weight`):
 
 * "tanh": y in {-1, 1}, p(y = 1) = (1 + tanh t) / 2 (Bernoulli): nu = sech^2 t = 1 - tanh^2 t.
 * "sigmoid": y in {0, 1}, p(y = 1) = sigm(t) (Bernoulli, logistic regression):
@@ -65,6 +65,7 @@ References:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -77,6 +78,7 @@ from slt.validation import InputError, require_int
 __all__ = [
     "ACTIVATIONS",
     "BERNOULLI_ACTIVATIONS",
+    "Response",
     "activation_function",
     "layer_fisher",
     "linear_layer_fisher",
@@ -141,105 +143,178 @@ BERNOULLI_ACTIVATIONS = ("tanh", "sigmoid")
 _SHAPE_DEFAULTS = {"slope": 0.01, "smoothness": 1.0, "alpha": 1.0}
 
 
-def _check_shape_parameters(name: str, given: dict[str, Any]) -> dict[str, float]:
-    takes = ACTIVATIONS[name][2]
-    extra = sorted(k for k, v in given.items() if v is not None and k not in takes)
-    if extra:
-        raise ValueError(f"activation {name!r} takes no {extra} (it takes {list(takes) or 'none'})")
-    shape = {k: float(_SHAPE_DEFAULTS[k] if given.get(k) is None else given[k]) for k in takes}
-    if "slope" in shape and not 0.0 <= shape["slope"] < 1.0:
-        raise ValueError(f"slope must be in [0, 1), got {shape['slope']}")
-    if "smoothness" in shape and not shape["smoothness"] > 0:
-        raise ValueError(f"smoothness must be > 0, got {shape['smoothness']}")
-    if "alpha" in shape and not shape["alpha"] > 0:
-        raise ValueError(f"alpha must be > 0, got {shape['alpha']}")
-    return shape
+def _number(field: str, value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"Response.{field} must be a real number, got {value!r}") from None
 
 
-def activation_function(
-    activation: str | Callable,
-    *,
-    slope: float | None = None,
-    smoothness: float | None = None,
-    alpha: float | None = None,
-) -> tuple[Callable, Callable]:
+def _callable_name(activation: Callable) -> str:
+    return getattr(activation, "__qualname__", None) or repr(activation)
+
+
+@dataclass(frozen=True)
+class Response:
+    """The response model of a neuron: y | t from its pre-activation t = w^T x + b.
+
+    Its Fisher weight nu(t), the Fisher information of y about t, is (`weight`):
+
+    * "tanh": y in {-1, 1}, p(y = 1) = (1 + tanh t) / 2 (Bernoulli): nu = sech^2 t.
+    * "sigmoid": y in {0, 1}, p(y = 1) = sigm(t) (Bernoulli): nu = sigm(t) (1 - sigm(t)).
+    * every other activation f: y ~ N(f(t), s^2) (Gaussian): nu = f'(t)^2 / s^2, with f'
+      from `ACTIVATIONS` ("identity", "relu", "leaky_relu", "smooth_relu", "softplus",
+      "elu"; the module docstring gives each f') or by autodiff for a callable f.
+
+    A bare activation name or callable stands for `Response(activation)` wherever a
+    `Response` is taken. Unset fields take their defaults here, so the repr shows the values
+    used.
+
+    Args:
+      activation: a name in `ACTIVATIONS` or an elementwise callable (Gaussian response).
+      noise_scale: s > 0 of a Gaussian response (default 1); refused for Bernoulli ones.
+      slope: the slope i in [0, 1) for t < 0 ("leaky_relu", "smooth_relu"; default 0.01,
+        `jax.nn.leaky_relu`'s).
+      smoothness: w > 0 ("smooth_relu", "softplus"; default 1, the standard softplus).
+      alpha: a > 0 ("elu"; default 1, the ELU whose nu is continuous at 0).
+
+    Raises:
+      InputError: an unknown activation, a shape parameter the activation does not take
+        or out of its range, or a noise_scale on a Bernoulli response or not > 0.
+
+    Example:
+      >>> Response("leaky_relu", noise_scale=0.5)
+      Response('leaky_relu', noise_scale=0.5, slope=0.01)
+      >>> Response("tanh").weight(jnp.array([0.0]))   # sech^2 0
+      Array([1.], dtype=float64)
+    """
+
+    activation: str | Callable
+    noise_scale: float | None = None
+    slope: float | None = None
+    smoothness: float | None = None
+    alpha: float | None = None
+
+    def __post_init__(self):
+        activation = self.activation
+        given = {"slope": self.slope, "smoothness": self.smoothness, "alpha": self.alpha}
+        if callable(activation) and not isinstance(activation, str):
+            if any(v is not None for v in given.values()):
+                raise InputError("Response: slope / smoothness / alpha are for named activations")
+            takes = ()
+        elif isinstance(activation, str) and activation in ACTIVATIONS:
+            takes = ACTIVATIONS[activation][2]
+        else:
+            raise InputError(
+                f"Response.activation must be one of {sorted(ACTIVATIONS)} or a callable, "
+                f"got {activation!r}"
+            )
+        extra = sorted(k for k, v in given.items() if v is not None and k not in takes)
+        if extra:
+            raise InputError(
+                f"Response: activation {activation!r} takes no {extra} "
+                f"(it takes {list(takes) or 'none'})"
+            )
+        for k in takes:
+            value = _SHAPE_DEFAULTS[k] if given[k] is None else given[k]
+            object.__setattr__(self, k, _number(k, value))
+        if self.slope is not None and not 0.0 <= self.slope < 1.0:
+            raise InputError(f"Response.slope must be in [0, 1), got {self.slope}")
+        if self.smoothness is not None and not self.smoothness > 0:
+            raise InputError(f"Response.smoothness must be > 0, got {self.smoothness}")
+        if self.alpha is not None and not self.alpha > 0:
+            raise InputError(f"Response.alpha must be > 0, got {self.alpha}")
+        if self.bernoulli:
+            if self.noise_scale is not None:
+                raise InputError(
+                    f"Response.noise_scale: a {activation!r} neuron has a Bernoulli response; "
+                    "noise_scale is for Gaussian ones"
+                )
+            return
+        noise_scale = 1.0 if self.noise_scale is None else _number("noise_scale", self.noise_scale)
+        if not noise_scale > 0:
+            raise InputError(f"Response.noise_scale must be > 0, got {noise_scale}")
+        object.__setattr__(self, "noise_scale", noise_scale)
+
+    @property
+    def bernoulli(self) -> bool:
+        """Whether the response is Bernoulli ("tanh", "sigmoid"); otherwise it is Gaussian."""
+        return isinstance(self.activation, str) and self.activation in BERNOULLI_ACTIVATIONS
+
+    def functions(self) -> tuple[Callable, Callable]:
+        """(f, f'): the activation and its derivative, elementwise functions of t."""
+        if not isinstance(self.activation, str):
+            activation = self.activation
+            return activation, jnp.vectorize(jax.grad(lambda t: activation(t)))
+        function, derivative, takes = ACTIVATIONS[self.activation]
+        shape = {k: getattr(self, k) for k in takes}
+        return partial(function, **shape), partial(derivative, **shape)
+
+    def weight(self, t: Any) -> jax.Array:
+        """nu(t), the shape of t (the class docstring)."""
+        _, derivative = self.functions()
+        t = jnp.asarray(t)
+        if self.bernoulli:
+            return derivative(t)  # sech^2 t, sigm(t)(1 - sigm(t)): p'^2 / (p (1 - p))
+        return derivative(t) ** 2 / self.noise_scale**2
+
+    def __repr__(self) -> str:
+        activation = self.activation
+        shown = repr(activation) if isinstance(activation, str) else _callable_name(activation)
+        fields = ("noise_scale", "slope", "smoothness", "alpha")
+        set_ = [(k, getattr(self, k)) for k in fields if getattr(self, k) is not None]
+        rest = "".join(f", {k}={v!r}" for k, v in set_)
+        return f"Response({shown}{rest})"
+
+
+def _as_response(response: Response | str | Callable, name: str = "response") -> Response:
+    """A `Response`, or a bare activation name / callable as `Response(activation)`."""
+    if isinstance(response, Response):
+        return response
+    if isinstance(response, str) or callable(response):
+        return Response(response)
+    raise InputError(
+        f"{name} must be a Response, an activation name or a callable, got {response!r}"
+    )
+
+
+def activation_function(response: Response | str | Callable) -> tuple[Callable, Callable]:
     """(f, f') for an activation of `ACTIVATIONS` (or a callable, f' by autodiff).
 
     Args:
-      activation: a name in `ACTIVATIONS` or an elementwise callable.
-      slope: the slope i in [0, 1) for t < 0 ("leaky_relu", default 0.01; "smooth_relu",
-        default 0.01).
-      smoothness: w > 0 ("smooth_relu", "softplus"; default 1).
-      alpha: a > 0 ("elu"; default 1).
+      response: a `Response` (its activation and shape parameters), or a bare activation
+        name or callable.
 
     Returns:
       (f, f_prime), both elementwise functions of t.
 
     Example:
-      >>> f, f_prime = activation_function("softplus", smoothness=0.5)   # w log(1 + e^(t/w))
-      >>> round(float(f(0.0)), 4), float(f_prime(0.0))                   # w log 2, sigm(0)
+      >>> softplus = Response("softplus", smoothness=0.5)    # w log(1 + e^(t/w))
+      >>> f, f_prime = activation_function(softplus)
+      >>> round(float(f(0.0)), 4), float(f_prime(0.0))       # w log 2, sigm(0)
       (0.3466, 0.5)
     """
-    given = {"slope": slope, "smoothness": smoothness, "alpha": alpha}
-    if callable(activation) and not isinstance(activation, str):
-        if any(v is not None for v in given.values()):
-            raise ValueError("slope / smoothness / alpha are for named activations")
-        derivative = jnp.vectorize(jax.grad(lambda t: activation(t)))
-        return activation, derivative
-    if activation not in ACTIVATIONS:
-        raise ValueError(
-            f"activation must be one of {sorted(ACTIVATIONS)} or a callable, got {activation!r}"
-        )
-    shape = _check_shape_parameters(activation, given)
-    function, derivative, _ = ACTIVATIONS[activation]
-    return partial(function, **shape), partial(derivative, **shape)
+    return _as_response(response).functions()
 
 
-def _response(activation, noise_scale, shape) -> Callable:
-    """t -> nu(t) for the neuron's response model (module docstring)."""
-    _, derivative = activation_function(activation, **shape)
-    if isinstance(activation, str) and activation in BERNOULLI_ACTIVATIONS:
-        if noise_scale is not None:
-            raise ValueError(
-                f"a {activation!r} neuron has a Bernoulli response; noise_scale is for "
-                "Gaussian ones"
-            )
-        return derivative  # sech^2 t, sigm(t)(1 - sigm(t)): p'^2 / (p (1 - p))
-    noise_scale = 1.0 if noise_scale is None else float(noise_scale)
-    if not noise_scale > 0:
-        raise ValueError(f"noise_scale must be > 0, got {noise_scale}")
-    return lambda t: derivative(t) ** 2 / noise_scale**2
-
-
-def neuron_weight(
-    activation: str | Callable,
-    t: Any,
-    *,
-    noise_scale: float | None = None,
-    slope: float | None = None,
-    smoothness: float | None = None,
-    alpha: float | None = None,
-) -> jax.Array:
+def neuron_weight(response: Response | str | Callable, t: Any) -> jax.Array:
     """nu(t): the Fisher information of a neuron's response about its pre-activation t.
 
     nu = sech^2 t (tanh), sigm(t)(1 - sigm(t)) (sigmoid), f'(t)^2 / s^2 (Gaussian responses);
-    see the module docstring.
+    see `Response`.
 
     Args:
-      activation: a name in `ACTIVATIONS` or a callable (Gaussian response).
+      response: the response model: a `Response`, or a bare activation name or callable.
       t: pre-activations, any shape.
-      noise_scale: s of a Gaussian response (default 1); refused for Bernoulli responses.
-      slope, smoothness, alpha: shape parameters (`activation_function`).
 
     Returns:
       nu(t), the shape of t.
 
     Example:
-      >>> neuron_weight("relu", jnp.array([-1.0, 2.0]), noise_scale=0.5)   # 1[t > 0] / s^2
+      >>> neuron_weight(Response("relu", noise_scale=0.5), jnp.array([-1.0, 2.0]))  # 1[t > 0] / s^2
       Array([0., 4.], dtype=float64)
     """
-    shape = {"slope": slope, "smoothness": smoothness, "alpha": alpha}
-    return _response(activation, noise_scale, shape)(jnp.asarray(t))
+    return _as_response(response).weight(t)
 
 
 def _augmented(x: Any) -> jax.Array:
@@ -270,24 +345,13 @@ def _weighted_second_moment(weights: jax.Array, augmented: jax.Array) -> jax.Arr
     return blocks.reshape(k * size, k * size)
 
 
-def neuron_fisher(
-    activation: str | Callable,
-    w: Any,
-    b: Any,
-    x: Any,
-    *,
-    noise_scale: float | None = None,
-    slope: float | None = None,
-    smoothness: float | None = None,
-    alpha: float | None = None,
-) -> jax.Array:
+def neuron_fisher(response: Response | str | Callable, w: Any, b: Any, x: Any) -> jax.Array:
     """Relative Fisher of one neuron: (1/n) sum_i nu(w^T x_i + b) x~_i x~_i^T (eq. 21).
 
     Args:
-      activation: response model (module docstring): a name in `ACTIVATIONS` or a callable.
+      response: the response model: a `Response`, or a bare activation name or callable.
       w: input weights (D_x,); b: the bias (scalar).
       x: inputs (n, D_x).
-      noise_scale, slope, smoothness, alpha: as in `neuron_weight`.
 
     Returns:
       (D_x + 1, D_x + 1) in the order (w_1, ..., w_{D_x}, b). Rank at most the number of
@@ -305,30 +369,19 @@ def neuron_fisher(
     if w.ndim != 1 or b.shape != ():
         raise ValueError(f"neuron_fisher: w must be (num_inputs,) and b a scalar, got "
                          f"{w.shape} and {b.shape}")
-    return layer_fisher(activation, w[None, :], b[None], x, noise_scale=noise_scale,
-                        slope=slope, smoothness=smoothness, alpha=alpha)
+    return layer_fisher(response, w[None, :], b[None], x)
 
 
-def layer_fisher(
-    activation: str | Callable,
-    W: Any,
-    b: Any,
-    x: Any,
-    *,
-    noise_scale: float | None = None,
-    slope: float | None = None,
-    smoothness: float | None = None,
-    alpha: float | None = None,
-) -> jax.Array:
+def layer_fisher(response: Response | str | Callable, W: Any, b: Any, x: Any) -> jax.Array:
     """Relative Fisher of a layer y_l ~ response(w_l^T x + b_l), l = 1..m, independently.
 
     Block diagonal (eq. 23): block l is (1/n) sum_i nu(t_il) x~_i x~_i^T.
 
     Args:
-      activation: response model of every unit (module docstring).
+      response: the response model of every unit: a `Response`, or a bare activation name
+        or callable.
       W: weights (m, D_x); b: biases (m,).
       x: inputs (n, D_x).
-      noise_scale, slope, smoothness, alpha: as in `neuron_weight`.
 
     Returns:
       (m (D_x + 1), m (D_x + 1)), neuron-major: (W[0, :], b[0], W[1, :], b[1], ...).
@@ -336,15 +389,14 @@ def layer_fisher(
     Example:
       >>> x = jnp.array([[0.0, 1.0], [1.0, 0.0], [1.0, 1.0], [2.0, -1.0]])
       >>> W, b = jnp.array([[1.0, 0.0], [-1.0, 1.0]]), jnp.array([0.0, -5.0])   # unit 2 is dead
-      >>> fisher = layer_fisher("relu", W, b, x, noise_scale=1.0)
+      >>> fisher = layer_fisher(Response("relu", noise_scale=1.0), W, b, x)
       >>> fisher.shape, int(jnp.linalg.matrix_rank(fisher))     # unit 2's block is zero
       ((6, 6), 3)
     """
     augmented = _augmented(x)
     W, b = _layer_parameters(W, b, augmented.shape[1] - 1, "layer_fisher")
-    nu = _response(activation, noise_scale,
-                   {"slope": slope, "smoothness": smoothness, "alpha": alpha})
-    weights = nu(augmented[:, :-1] @ W.T + b)  # (n, m)
+    response = _as_response(response)  # checked before tracing
+    weights = response.weight(augmented[:, :-1] @ W.T + b)  # (n, m)
     coefficients = jax.vmap(jnp.diag)(weights)
     return _weighted_second_moment(coefficients, augmented)
 
@@ -386,11 +438,11 @@ def softmax_layer_fisher(W: Any, b: Any, x: Any) -> jax.Array:
     pin one class's weights to remove them.
 
     Args:
-      W: weights (m, D_x); b: biases (m,).
-      x: inputs (n, D_x).
+      W: the class weights (m, D_x); b: the class biases (m,).
+      x: inputs (n, D_x), one row per input.
 
     Returns:
-      (m (D_x + 1), m (D_x + 1)), class-major: (W[0, :], b[0], W[1, :], b[1], ...).
+      The (m (D_x + 1), m (D_x + 1)) matrix, class-major: (W[0, :], b[0], W[1, :], b[1], ...).
 
     Example:
       >>> x = jnp.array([[0.0, 1.0], [1.0, 0.0], [1.0, 1.0], [2.0, -1.0]])
@@ -409,11 +461,8 @@ def two_layer_fisher(
     params: Mapping[str, Any],
     x: Any,
     *,
-    hidden: str | Callable = "tanh",
-    output: str | Callable = "identity",
-    noise_scale: float | None = None,
-    hidden_shape: dict[str, float] | None = None,
-    output_shape: dict[str, float] | None = None,
+    hidden: Response | str | Callable = "tanh",
+    output: Response | str | Callable = "identity",
 ) -> jax.Array:
     """Relative Fisher of the first layer (V, b) of y_l ~ response_out(U f(V x + b) + c).
 
@@ -428,12 +477,12 @@ def two_layer_fisher(
         (the point `fisher_information` takes): "V" first-layer weights (h, D_x), "b" its
         biases (h,), "U" second-layer weights (m, h), "c" its biases (m,).
       x: inputs (n, D_x).
-      hidden: the hidden activation f (a name in `ACTIVATIONS` or a callable).
-      output: the output neuron's response model ("identity" for Gaussian regression,
-        "sigmoid" or "tanh" for Bernoulli outputs, ...).
-      noise_scale: s of a Gaussian output (default 1).
-      hidden_shape, output_shape: shape parameters of the two activations, e.g.
-        {"smoothness": 0.5}.
+      hidden: the hidden activation f: a `Response` (only its activation and shape
+        parameters are used, e.g. `Response("softplus", smoothness=0.5)`), or a bare
+        activation name or callable.
+      output: the output neuron's response model: a `Response` (e.g.
+        `Response("identity", noise_scale=0.5)` for Gaussian regression, "sigmoid" or
+        "tanh" for Bernoulli outputs), or a bare activation name or callable.
 
     Returns:
       (h (D_x + 1), h (D_x + 1)), hidden-unit-major: (V[0, :], b[0], V[1, :], b[1], ...).
@@ -442,8 +491,8 @@ def two_layer_fisher(
       >>> x = jnp.array([[0.0, 1.0], [1.0, 0.0], [1.0, 1.0], [2.0, -1.0]])
       >>> params = {"V": jnp.array([[1.0, 0.0], [-1.0, 1.0]]), "b": jnp.zeros(2),
       ...           "U": jnp.array([[1.0, 0.0]]), "c": jnp.zeros(1)}  # unit 2: no outgoing weight
-      >>> fisher = two_layer_fisher(params, x, hidden="tanh", output="identity",
-      ...                           noise_scale=0.5)
+      >>> fisher = two_layer_fisher(params, x, hidden="tanh",
+      ...                           output=Response("identity", noise_scale=0.5))
       >>> fisher.shape, int(jnp.linalg.matrix_rank(fisher))  # unit 2's block vanishes
       ((6, 6), 3)
     """
@@ -457,8 +506,8 @@ def two_layer_fisher(
     augmented = _augmented(x)
     V, b = _layer_parameters(V, b, augmented.shape[1] - 1, "two_layer_fisher (V, b)")
     U, c = _layer_parameters(U, c, V.shape[0], "two_layer_fisher (U, c)")
-    function, derivative = activation_function(hidden, **(hidden_shape or {}))
-    nu = _response(output, noise_scale, dict(output_shape or {}))
+    function, derivative = _as_response(hidden, "hidden").functions()
+    nu = _as_response(output, "output").weight
     pre_hidden = augmented[:, :-1] @ V.T + b  # (n, h)
     pre_output = function(pre_hidden) @ U.T + c  # (n, m)
     slopes = derivative(pre_hidden)  # (n, h)

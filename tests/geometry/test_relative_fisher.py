@@ -21,6 +21,7 @@ import pytest
 from slt import models
 from slt.geometry import FisherRequest, fisher_information
 from slt.geometry.relative_fisher import (
+    Response,
     activation_function,
     layer_fisher,
     linear_layer_fisher,
@@ -31,6 +32,7 @@ from slt.geometry.relative_fisher import (
     two_layer_fisher,
 )
 from slt.models.base import ModelSpec
+from slt.validation import InputError
 
 NUM_INPUTS = 2
 X = np.random.default_rng(0).normal(size=(40, NUM_INPUTS))
@@ -78,7 +80,7 @@ def _spec(name, dim, site_shapes, observe) -> ModelSpec:
 
 @functools.cache
 def _unit_spec(units, family) -> ModelSpec:
-    functions = [activation_function(name, **dict(shape))[0] for name, shape in units]
+    functions = [activation_function(Response(name, **dict(shape)))[0] for name, shape in units]
 
     def observe(values, x):
         t = x @ values["W"].T + values["b"]
@@ -121,8 +123,8 @@ def _block_diagonal(blocks):
 
 def _gaussian_closed_form(values):
     blocks = [
-        np.asarray(neuron_fisher(name, values["W"][k], values["b"][k], X, noise_scale=NOISE,
-                                 **shape))
+        np.asarray(neuron_fisher(Response(name, noise_scale=NOISE, **shape), values["W"][k],
+                                 values["b"][k], X))
         for k, (name, shape) in enumerate(GAUSSIAN_UNITS)
     ]
     return _block_diagonal(blocks), blocks
@@ -146,7 +148,7 @@ def test_gaussian_neurons_and_linear_layer_match_exact_and_monte_carlo_fisher():
     np.testing.assert_allclose(  # the two identity units are a linear layer of two outputs
         linear_layer_fisher(X, 2, noise_scale=NOISE), closed[:6, :6], rtol=1e-12
     )
-    layer = layer_fisher("elu", values["W"][-2:], values["b"][-2:], X, noise_scale=NOISE)
+    layer = layer_fisher(Response("elu", noise_scale=NOISE), values["W"][-2:], values["b"][-2:], X)
     np.testing.assert_allclose(layer[:3, :3], blocks[-2], rtol=1e-12)  # alpha = 1 default
     assert not np.allclose(layer[3:, 3:], blocks[-1])  # alpha = 2 differs from alpha = 1
 
@@ -165,7 +167,8 @@ def test_bernoulli_neurons_and_tanh_layer_match_monte_carlo_fisher():
     assert _z_scores(closed, estimate, standard_error).max() <= Z_LIMIT
 
     # a Gaussian-style weight f'(t)^2 = sech^4 t for the tanh neuron is rejected
-    wrong = np.asarray(neuron_fisher(lambda t: jnp.tanh(t), W[0], b[0], X, noise_scale=1.0))
+    gaussian_tanh = Response(lambda t: jnp.tanh(t), noise_scale=1.0)
+    wrong = np.asarray(neuron_fisher(gaussian_tanh, W[0], b[0], X))
     assert _z_scores(wrong, estimate[:3, :3], standard_error[:3, :3]).max() > 3 * Z_LIMIT
 
 
@@ -197,7 +200,8 @@ def test_two_layer_block_is_the_exact_network_fisher_block(activation):
               "U": rng.normal(size=(2, 3)), "c": rng.normal(size=2)}
     order = neuron_major_order(3, NUM_INPUTS)  # V and b are the first 9 coordinates
     block = fisher_information(spec, values, request=REQUEST).matrix[np.ix_(order, order)]
-    closed = two_layer_fisher(values, X, hidden=activation, output="identity", noise_scale=0.6)
+    closed = two_layer_fisher(values, X, hidden=activation,
+                              output=Response("identity", noise_scale=0.6))
     np.testing.assert_allclose(closed, block, rtol=1e-10, atol=1e-12)
 
 
@@ -242,17 +246,19 @@ def test_neuron_weights_at_known_points():
     t = jnp.array([-1.0, 0.0, 2.0])
     np.testing.assert_allclose(neuron_weight("tanh", t), 1 - np.tanh(t) ** 2)
     np.testing.assert_allclose(neuron_weight("sigmoid", 0.0), 0.25)
-    np.testing.assert_allclose(neuron_weight("relu", t, noise_scale=0.5), [0.0, 0.0, 4.0])
-    np.testing.assert_allclose(neuron_weight("leaky_relu", t, slope=0.1), [0.01, 0.01, 1.0])
+    np.testing.assert_allclose(neuron_weight(Response("relu", noise_scale=0.5), t), [0.0, 0.0, 4.0])
+    leaky = Response("leaky_relu", slope=0.1)
+    np.testing.assert_allclose(neuron_weight(leaky, t), [0.01, 0.01, 1.0])
     np.testing.assert_allclose(neuron_weight("softplus", 0.0), 0.25)  # sigm(0)^2
-    smooth = neuron_weight("smooth_relu", t, slope=0.0, smoothness=1.0)
+    smooth = neuron_weight(Response("smooth_relu", slope=0.0, smoothness=1.0), t)
     np.testing.assert_allclose(smooth, neuron_weight("softplus", t), rtol=1e-14)
     # smooth relu tends to leaky relu as the smoothness goes to 0 (away from t = 0)
-    sharp = neuron_weight("smooth_relu", jnp.array([-1.0, 2.0]), slope=0.2, smoothness=1e-3)
+    sharp_relu = Response("smooth_relu", slope=0.2, smoothness=1e-3)
+    sharp = neuron_weight(sharp_relu, jnp.array([-1.0, 2.0]))
     np.testing.assert_allclose(sharp, [0.04, 1.0], rtol=1e-12)
     # elu: nu is continuous at 0 only for alpha = 1 (left limit alpha^2, right value 1)
     for alpha in (1.0, 2.0):
-        left, right = neuron_weight("elu", jnp.array([-1e-9, 0.0]), alpha=alpha)
+        left, right = neuron_weight(Response("elu", alpha=alpha), jnp.array([-1e-9, 0.0]))
         assert right == 1.0 and left == pytest.approx(alpha**2, rel=1e-8)
 
 
@@ -279,17 +285,17 @@ def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="activation must be one of"):
         layer_fisher("swish", W, b, X)
     with pytest.raises(ValueError, match="slope must be in"):
-        neuron_weight("leaky_relu", 1.0, slope=1.5)
+        Response("leaky_relu", slope=1.5)
     with pytest.raises(ValueError, match="smoothness must be > 0"):
-        neuron_weight("softplus", 1.0, smoothness=0.0)
+        Response("softplus", smoothness=0.0)
     with pytest.raises(ValueError, match="alpha must be > 0"):
-        neuron_weight("elu", 1.0, alpha=-1.0)
+        Response("elu", alpha=-1.0)
     with pytest.raises(ValueError, match="takes no"):
-        neuron_weight("tanh", 1.0, slope=0.1)
+        Response("tanh", slope=0.1)
     with pytest.raises(ValueError, match="Bernoulli response"):
-        neuron_weight("sigmoid", 1.0, noise_scale=1.0)
+        Response("sigmoid", noise_scale=1.0)
     with pytest.raises(ValueError, match="noise_scale must be > 0"):
-        layer_fisher("relu", W, b, X, noise_scale=0.0)
+        layer_fisher(Response("relu", noise_scale=0.0), W, b, X)
     with pytest.raises(ValueError, match="weights must be"):
         layer_fisher("relu", np.ones((2, 3)), b, X)
     with pytest.raises(ValueError, match="x must have shape"):
@@ -304,3 +310,21 @@ def test_bad_input_is_refused():
         two_layer_fisher({"V": W, "b": b, "U": np.ones((1, 3)), "c": np.zeros(1)}, X)
     with pytest.raises(ValueError, match=r"a dict with the weights .*; missing \['U', 'c'\]"):
         two_layer_fisher({"V": W, "b": b}, X)
+
+
+def test_response_is_a_checked_value_and_a_bare_name_is_shorthand():
+    """Defaults are filled in and shown; a name or callable stands for Response(activation)."""
+    assert repr(Response("leaky_relu")) == "Response('leaky_relu', noise_scale=1.0, slope=0.01)"
+    assert repr(Response("sigmoid")) == "Response('sigmoid')"
+    assert Response("relu") == Response("relu", noise_scale=1.0)
+    t = jnp.linspace(-2.0, 2.0, 7)
+    for name in ("tanh", "relu", "softplus", "elu"):
+        np.testing.assert_array_equal(neuron_weight(name, t), Response(name).weight(t))
+    with pytest.raises(InputError, match="Response.activation"):
+        Response("swish")
+    with pytest.raises(InputError, match="Response.noise_scale must be a real number"):
+        Response("relu", noise_scale="big")
+    with pytest.raises(InputError, match="slope / smoothness / alpha are for named"):
+        Response(jnp.tanh, slope=0.1)
+    with pytest.raises(InputError, match="response must be a Response"):
+        neuron_weight(3.0, t)

@@ -70,7 +70,7 @@ def test_hmc_gives_the_quadrature_on_singular_normal_crossings(power):
                                                cross_moment=x @ y / n)
     result = _quiet_llc(spec.problem(data), {"w": jnp.zeros(2)}, jax.random.key(1),
                         sampler=HMC(num_integration_steps=8),
-                        plan=slt.RunPlan(num_chains=4, num_warmup=500, num_samples=2000,
+                        plan=slt.RunPlan(num_chains=4, num_warmup=400, num_samples=1500,
                                          progress=False))
     assert abs(result.llc_mean - exact) <= 4 * result.std_error, (result, exact)
     assert result.std_error < 0.05 * exact
