@@ -28,7 +28,7 @@ one chain at eps / 2).
 
 Several centres, restricted chains. One run can hold chains around several centres (the
 checkpoints of a training run, `slt.llc_trajectory`) and chains that move only some
-coordinates (a 0/1 mask per chain: the weight-refined LLC, `slt.llc(restrict_to=...)`,
+coordinates (a 0/1 mask per chain: the weight-refined LLC, `slt.LocalPosterior(restrict_to=...)`,
 `slt.llc_table`); the centres, the chain-to-centre map and the masks are arguments of the
 compiled program, so every centre and every restriction of a model shares one program.
 
