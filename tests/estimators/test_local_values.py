@@ -178,3 +178,14 @@ def test_no_public_function_takes_more_than_eight_parameters():
         parameter.kind is inspect.Parameter.VAR_KEYWORD
         for parameter in inspect.signature(function).parameters.values())]
     assert not passing_through, passing_through
+
+
+def test_the_resolved_n_beta_keeps_float32_summaries_in_float64(recorded):
+    """n beta times float32 loss differences is summarised in float64 (as before the
+    redesign): the resolved n beta is a NumPy float64, given or defaulted."""
+    problem, _, _ = recorded
+    for posterior in (slt.LocalPosterior(), slt.LocalPosterior(nbeta=50.0)):
+        nbeta = posterior.resolved(problem).nbeta
+        assert type(nbeta) is np.float64
+        assert (nbeta * np.ones(3, np.float32)).dtype == np.float64
+    assert slt.LocalPosterior().resolved(problem).nbeta == problem.n / np.log(problem.n)
