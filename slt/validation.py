@@ -50,6 +50,7 @@ __all__ = [
     "require_params",
     "require_positive",
     "require_step_size",
+    "set_field",
     "warn_caller",
 ]
 
@@ -88,6 +89,13 @@ def require_int(name: str, value: Any, *, minimum: int | None = None) -> int:
     if minimum is not None and result < minimum:
         raise InputError(f"{name} must be an integer{bound}, got {result}")
     return result
+
+
+def set_field(value: Any, name: str, converted: Any) -> None:
+    """Store a checked field on a frozen dataclass value, from its `__post_init__`, where the
+    checks above normalise what the user gave (2.0 -> 2, a list -> a tuple, NumPy scalars ->
+    Python numbers)."""
+    object.__setattr__(value, name, converted)
 
 
 def require_bool(name: str, value: Any) -> bool:

@@ -22,6 +22,7 @@ from slt.validation import (
     require_key,
     require_params,
     require_positive,
+    set_field,
 )
 
 __all__ = ["FitResult", "MAPFit", "Optimum", "fit_map"]
@@ -68,12 +69,12 @@ lbfgs_steps=500, grad_tol=1e-08, agree_tol=0.001)
 
     def __post_init__(self):
         for name, minimum in (("num_restarts", 1), ("adam_steps", 0), ("lbfgs_steps", 0)):
-            object.__setattr__(self, name, require_int(name, getattr(self, name),
+            set_field(self, name, require_int(name, getattr(self, name),
                                                        minimum=minimum))
         for name in ("init_radius", "learning_rate"):
-            object.__setattr__(self, name, require_positive(name, getattr(self, name)))
+            set_field(self, name, require_positive(name, getattr(self, name)))
         for name in ("grad_tol", "agree_tol"):
-            object.__setattr__(self, name, require_positive(name, getattr(self, name),
+            set_field(self, name, require_positive(name, getattr(self, name),
                                                             allow_zero=True))
 
 

@@ -92,6 +92,7 @@ from slt.validation import (
     require_int,
     require_one_of,
     require_positive,
+    set_field,
 )
 
 __all__ = [
@@ -213,7 +214,7 @@ learning_rate=1.0, line_search=True, num_draws=32, rank_tol=1e-10)
 
     def __post_init__(self):
         def store(name, value):
-            object.__setattr__(self, name, value)
+            set_field(self, name, value)
 
         store("prior", require_bool("prior", self.prior))
         require_one_of("kind", self.kind, FISHER_KINDS)

@@ -73,7 +73,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slt.validation import InputError, require_int
+from slt.validation import InputError, require_int, set_field
 
 __all__ = [
     "ACTIVATIONS",
@@ -217,7 +217,7 @@ class Response:
             )
         for k in takes:
             value = _SHAPE_DEFAULTS[k] if given[k] is None else given[k]
-            object.__setattr__(self, k, _number(k, value))
+            set_field(self, k, _number(k, value))
         if self.slope is not None and not 0.0 <= self.slope < 1.0:
             raise InputError(f"Response.slope must be in [0, 1), got {self.slope}")
         if self.smoothness is not None and not self.smoothness > 0:
@@ -234,7 +234,7 @@ class Response:
         noise_scale = 1.0 if self.noise_scale is None else _number("noise_scale", self.noise_scale)
         if not noise_scale > 0:
             raise InputError(f"Response.noise_scale must be > 0, got {noise_scale}")
-        object.__setattr__(self, "noise_scale", noise_scale)
+        set_field(self, "noise_scale", noise_scale)
 
     @property
     def bernoulli(self) -> bool:

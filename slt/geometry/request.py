@@ -26,16 +26,12 @@ import numpy as np
 
 from slt.geometry.coordinates import COORDINATE_SYSTEMS
 from slt.geometry.spectrum import DEFAULT_RANK_TOL, check_rank_tol
-from slt.validation import InputError, require_int, require_one_of
+from slt.validation import InputError, require_int, require_one_of, set_field
 
 __all__ = ["KINDS", "FisherRequest"]
 
 KINDS = ("exact", "monte_carlo", "empirical")
 
-
-def _set(value, name: str, converted) -> None:
-    """Store a checked field on a frozen dataclass (its `__post_init__` normalises)."""
-    object.__setattr__(value, name, converted)
 
 
 def _short(value: Any) -> str:
@@ -129,7 +125,7 @@ class FisherRequest:
                     "kind='monte_carlo' needs num_draws, its replicates: an integer >= 2 "
                     "(e.g. num_draws=200)"
                 )
-            _set(self, "num_draws", require_int("num_draws", self.num_draws, minimum=2))
+            set_field(self, "num_draws", require_int("num_draws", self.num_draws, minimum=2))
         elif self.num_draws is not None:
             raise InputError(
                 f"num_draws is for kind='monte_carlo' (its replicates), not {self.kind!r}"
@@ -150,7 +146,7 @@ class FisherRequest:
         if self.x_weights is not None:
             self._check_x_weights()
         require_one_of("coordinates", self.coordinates, COORDINATE_SYSTEMS)
-        _set(self, "rank_tol", check_rank_tol(self.rank_tol))
+        set_field(self, "rank_tol", check_rank_tol(self.rank_tol))
 
     def _check_x_weights(self) -> None:
         """x_weights: one finite non-negative number per input (when x is given here; a

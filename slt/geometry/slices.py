@@ -72,7 +72,14 @@ from slt.geometry.scan import (
 from slt.geometry.spectrum import spectrum_summary
 from slt.models.base import ModelSpec
 from slt.problem import Problem
-from slt.validation import InputError, require_instance, require_int, require_key, require_one_of
+from slt.validation import (
+    InputError,
+    require_instance,
+    require_int,
+    require_key,
+    require_one_of,
+    set_field,
+)
 
 __all__ = [
     "DEFAULT_NUM_STEPS",
@@ -124,7 +131,7 @@ class MatrixFree:
     num_steps: int = DEFAULT_NUM_STEPS
 
     def __post_init__(self):
-        object.__setattr__(self, "num_steps", require_int("num_steps", self.num_steps,
+        set_field(self, "num_steps", require_int("num_steps", self.num_steps,
                                                           minimum=1))
 
 

@@ -43,16 +43,13 @@ from slt.validation import (
     require_one_of,
     require_positive,
     require_step_size,
+    set_field,
 )
 
 __all__ = ["HMC", "MALA", "SGLD", "Calibration", "RunPlan", "Sampler"]
 
 MASS_MATRICES = (None, "diagonal")
 
-
-def _set(value, name: str, converted) -> None:
-    """Store a checked field on a frozen dataclass (its `__post_init__` normalises)."""
-    object.__setattr__(value, name, converted)
 
 
 @dataclass(frozen=True)
@@ -96,14 +93,14 @@ class Calibration:
         for name in ("step_sizes", "gammas"):
             values = getattr(self, name)
             if values is not None:
-                _set(self, name, _positive_tuple(name, values, allow_zero=name == "gammas"))
+                set_field(self, name, _positive_tuple(name, values, allow_zero=name == "gammas"))
         for name, minimum in (("chains_per_candidate", 1), ("num_warmup", 0),
                               ("num_samples", 1), ("max_lengthenings", 0)):
-            _set(self, name, require_int(name, getattr(self, name), minimum=minimum))
-        _set(self, "min_acceptance", require_in_interval(
+            set_field(self, name, require_int(name, getattr(self, name), minimum=minimum))
+        set_field(self, "min_acceptance", require_in_interval(
             "min_acceptance", self.min_acceptance, 0.0, 1.0, closed=True))
         for name in ("max_noise_ratio", "max_temperature_deviation"):
-            _set(self, name, require_positive(name, getattr(self, name)))
+            set_field(self, name, require_positive(name, getattr(self, name)))
 
 
 @dataclass(frozen=True)
@@ -142,11 +139,11 @@ class SGLD:
 
     def __post_init__(self):
         if not isinstance(self.step_size, Calibration):
-            _set(self, "step_size", require_step_size("step_size", self.step_size))
-        _set(self, "batch_size", require_int("batch_size", self.batch_size, minimum=1))
+            set_field(self, "step_size", require_step_size("step_size", self.step_size))
+        set_field(self, "batch_size", require_int("batch_size", self.batch_size, minimum=1))
         require_one_of("preconditioner", self.preconditioner, PRECONDITIONERS)
-        _set(self, "mala_every", require_int("mala_every", self.mala_every, minimum=0))
-        _set(self, "extrapolate", require_bool("extrapolate", self.extrapolate))
+        set_field(self, "mala_every", require_int("mala_every", self.mala_every, minimum=0))
+        set_field(self, "extrapolate", require_bool("extrapolate", self.extrapolate))
 
     @property
     def calibration(self) -> Calibration | None:
@@ -178,8 +175,9 @@ class MALA:
     target_acceptance: float = 0.574
 
     def __post_init__(self):
-        _set(self, "step_size", require_step_size("step_size", self.step_size))
-        _set(self, "target_acceptance", _open_unit("target_acceptance", self.target_acceptance))
+        set_field(self, "step_size", require_step_size("step_size", self.step_size))
+        set_field(self, "target_acceptance", require_in_interval(
+            "target_acceptance", self.target_acceptance, 0.0, 1.0))
 
 
 @dataclass(frozen=True)
@@ -210,10 +208,11 @@ class HMC:
     mass_matrix: str | None = "diagonal"
 
     def __post_init__(self):
-        _set(self, "step_size", require_step_size("step_size", self.step_size))
-        _set(self, "num_integration_steps", require_int(
+        set_field(self, "step_size", require_step_size("step_size", self.step_size))
+        set_field(self, "num_integration_steps", require_int(
             "num_integration_steps", self.num_integration_steps, minimum=1))
-        _set(self, "target_acceptance", _open_unit("target_acceptance", self.target_acceptance))
+        set_field(self, "target_acceptance", require_in_interval(
+            "target_acceptance", self.target_acceptance, 0.0, 1.0))
         require_one_of("mass_matrix", self.mass_matrix, MASS_MATRICES)
 
 
@@ -253,11 +252,11 @@ class RunPlan:
     def __post_init__(self):
         for name, minimum in (("num_chains", 1), ("num_warmup", 0), ("num_samples", 1),
                               ("chunk_size", 1), ("observe_every", 1)):
-            _set(self, name, require_int(name, getattr(self, name), minimum=minimum))
+            set_field(self, name, require_int(name, getattr(self, name), minimum=minimum))
         if self.checkpoint is not None:
             require_instance("checkpoint", self.checkpoint, str | os.PathLike,
                              "a file path or None")
-        _set(self, "progress", require_bool("progress", self.progress))
+        set_field(self, "progress", require_bool("progress", self.progress))
 
     @property
     def num_steps(self) -> int:
@@ -271,12 +270,3 @@ def _positive_tuple(name: str, values, *, allow_zero: bool) -> tuple[float, ...]
     if flat.size == 0:
         raise InputError(f"{name} must be a non-empty sequence of numbers, got {values!r}")
     return tuple(require_positive(name, value, allow_zero=allow_zero) for value in flat)
-
-
-def _open_unit(name: str, value) -> float:
-    """A number strictly between 0 and 1."""
-    number = require_in_interval(name, value, 0.0, 1.0)
-    if number in (0.0, 1.0):
-        raise InputError(f"{name} must lie strictly between 0 and 1, got {value!r}")
-    return number
-

@@ -783,7 +783,7 @@ def _run_exact_chunk(config: _Config, carry: _Carry, chain_keys, per_chain, shar
         new_state, acceptance = exact_step(sampler, jax.random.fold_in(chain_key, step), state,
                                            logdensity_of(values, center), step,
                                            config.num_warmup)
-        position = jnp.where(mask, state.kernel.position, center)
+        position = _projected(state.kernel.position, mask, center)
         loss = -jnp.mean(problem.loglik(problem.unravel(position), data)).astype(
             position.dtype)
         exploded = (~jnp.isfinite(loss) | (values[2] * (loss - reference) > threshold)
@@ -819,7 +819,7 @@ def _run_exact_chunk(config: _Config, carry: _Carry, chain_keys, per_chain, shar
         stopped = diverged_at >= 0
         record = (loss, reference, log_acceptance, jnp.where(stopped, nan, gradient_product),
                   jnp.where(stopped, nan, laplacian), distance)
-        positions = jnp.where(per_chain[4], carry.chain.kernel.position, chain_centers)
+        positions = _projected(carry.chain.kernel.position, per_chain[4], chain_centers)
         observed = observe(carry.observed, positions, diverged_at < 0, step)
         return _Carry(state, diverged_at, observed), record
 

@@ -108,6 +108,7 @@ from slt.validation import (
     require_instance,
     require_int,
     require_key,
+    set_field,
 )
 
 __all__ = ["NestedRun", "NestedSampling", "nested_sampling"]
@@ -190,24 +191,21 @@ prior_sampler=None)
     def __post_init__(self):
         for name, minimum in (("num_live", 2), ("num_runs", 1), ("num_delete", 1),
                               ("max_iterations", 1), ("chunk_size", 1)):
-            _set(self, name, require_int(name, getattr(self, name), minimum=minimum))
+            set_field(self, name, require_int(name, getattr(self, name), minimum=minimum))
         if self.num_inner_steps is not None:
-            _set(self, "num_inner_steps",
+            set_field(self, "num_inner_steps",
                  require_int("num_inner_steps", self.num_inner_steps, minimum=1))
         if self.num_delete >= self.num_live:
             raise InputError(
                 f"num_delete must be smaller than num_live, got {self.num_delete} >= "
                 f"{self.num_live}"
             )
-        _set(self, "termination", require_in_interval("termination", self.termination, 0.0, 1.0))
-        _set(self, "jump_probability", require_in_interval(
+        set_field(self, "termination", require_in_interval(
+            "termination", self.termination, 0.0, 1.0))
+        set_field(self, "jump_probability", require_in_interval(
             "jump_probability", self.jump_probability, 0.0, 1.0, closed=True))
         require_callable("prior_sampler", self.prior_sampler, optional=True)
 
-
-def _set(value, name: str, converted) -> None:
-    """Store a checked field on a frozen dataclass (its `__post_init__` normalises)."""
-    object.__setattr__(value, name, converted)
 
 
 class NestedRun(NamedTuple):

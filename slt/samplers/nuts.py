@@ -48,6 +48,7 @@ from slt.validation import (
     require_int,
     require_params,
     require_positive,
+    set_field,
 )
 
 __all__ = [
@@ -107,18 +108,14 @@ max_tree_depth=10, dense_mass=False, init_radius=2.0, chunk_size=250)
     def __post_init__(self):
         for name, minimum in (("num_chains", 1), ("num_warmup", 0), ("num_samples", 1),
                               ("max_tree_depth", 1), ("chunk_size", 1)):
-            _set(self, name, require_int(name, getattr(self, name), minimum=minimum))
-        _set(self, "target_acceptance",
+            set_field(self, name, require_int(name, getattr(self, name), minimum=minimum))
+        set_field(self, "target_acceptance",
              require_in_interval("target_acceptance", self.target_acceptance, 0.0, 1.0))
-        _set(self, "init_radius", require_positive("init_radius", self.init_radius))
+        set_field(self, "init_radius", require_positive("init_radius", self.init_radius))
         if not isinstance(self.dense_mass, bool | np.bool_):
             raise InputError(f"dense_mass must be True or False, got {self.dense_mass!r}")
-        _set(self, "dense_mass", bool(self.dense_mass))
+        set_field(self, "dense_mass", bool(self.dense_mass))
 
-
-def _set(value, name: str, converted) -> None:
-    """Store a checked field on a frozen dataclass (its `__post_init__` normalises)."""
-    object.__setattr__(value, name, converted)
 
 
 class NUTSDraws(NamedTuple):

@@ -116,6 +116,7 @@ from slt.validation import (
     require_key,
     require_one_of,
     require_positive,
+    set_field,
 )
 
 __all__ = ["SMCRun", "Tempering", "sample_prior", "tempered_smc"]
@@ -223,12 +224,12 @@ target_acceptance=0.75, num_components=8, max_stages=5000, prior_sampler=None)
                   "max_mcmc_steps": 1, "num_leapfrog": 1, "num_components": 1, "max_stages": 1}
         for name, minimum in minima.items():
             if getattr(self, name) is not None or name != "num_mcmc_steps":  # None: kernel's
-                _set(self, name, require_int(name, getattr(self, name), minimum=minimum))
+                set_field(self, name, require_int(name, getattr(self, name), minimum=minimum))
         for name in ("target_ess", "target_acceptance", "correlation_threshold",
                      "interim_correlation_threshold"):
             if getattr(self, name) is not None:  # None: the interim one is the other's
-                _set(self, name, require_in_interval(name, getattr(self, name), 0.0, 1.0))
-        _set(self, "initial_step_size",
+                set_field(self, name, require_in_interval(name, getattr(self, name), 0.0, 1.0))
+        set_field(self, "initial_step_size",
              require_positive("initial_step_size", self.initial_step_size))
         require_one_of("kernel", self.kernel, KERNELS)
         require_callable("prior_sampler", self.prior_sampler, optional=True)
@@ -239,10 +240,6 @@ target_acceptance=0.75, num_components=8, max_stages=5000, prior_sampler=None)
                 f"{self.num_particles}"
             )
 
-
-def _set(value, name: str, converted) -> None:
-    """Store a checked field on a frozen dataclass (its `__post_init__` normalises)."""
-    object.__setattr__(value, name, converted)
 
 
 class SMCRun(NamedTuple):

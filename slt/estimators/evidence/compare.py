@@ -99,6 +99,7 @@ from slt.validation import (
     require_int,
     require_key,
     require_positive,
+    set_field,
 )
 
 __all__ = ["ComparisonPlan", "ComparisonResult", "compare", "DEFAULT_METHODS", "METHODS"]
@@ -205,16 +206,16 @@ value, got str
 
     def __post_init__(self):
         require_instance("fit", self.fit, MAPFit, "a MAPFit value")
-        object.__setattr__(self, "num_modes", require_int("num_modes", self.num_modes,
+        set_field(self, "num_modes", require_int("num_modes", self.num_modes,
                                                           minimum=1))
         require_instance("free_energy", self.free_energy, Tempering, "a Tempering value")
         for name in ("multipliers", "betas"):
             values = getattr(self, name)
             if values is not None:
-                object.__setattr__(self, name, tuple(
+                set_field(self, name, tuple(
                     require_positive(f"every entry of {name}", value)
                     for value in np.ravel(np.asarray(values, dtype=object))))
-        object.__setattr__(self, "max_multiplicity", require_int(
+        set_field(self, "max_multiplicity", require_int(
             "max_multiplicity", self.max_multiplicity, minimum=1))
         for name in ("wbic", "rlct"):
             if getattr(self, name) is not None:

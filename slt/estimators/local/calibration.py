@@ -197,7 +197,7 @@ def llc_calibrate(
     if not isinstance(sampler, SGLD) or sampler.calibration is None:
         raise InputError(f"llc_calibrate chooses SGLD's step size: give sampler=SGLD() (step "
                          f"size 'auto') or SGLD(step_size=Calibration(...)), got {sampler!r}")
-    posterior = check_local_run(problem, params, key, posterior, sampler, RunPlan())
+    posterior = check_local_run(problem, params, key, posterior, sampler)
     sweep_options = sampler.calibration
     gammas = np.asarray([posterior.gamma] if sweep_options.gammas is None
                         else sweep_options.gammas, dtype=float)

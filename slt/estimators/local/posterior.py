@@ -26,6 +26,7 @@ from slt.validation import (
     require_key,
     require_params,
     require_positive,
+    set_field,
 )
 
 __all__ = [
@@ -133,10 +134,10 @@ class LocalPosterior:
     restrict_to: Any = None
 
     def __post_init__(self):
-        object.__setattr__(self, "gamma", require_positive("gamma", self.gamma, allow_zero=True))
+        set_field(self, "gamma", require_positive("gamma", self.gamma, allow_zero=True))
         if self.nbeta is not None:
-            object.__setattr__(self, "nbeta", require_positive("nbeta", self.nbeta))
-        object.__setattr__(self, "include_prior", require_bool("include_prior",
+            set_field(self, "nbeta", require_positive("nbeta", self.nbeta))
+        set_field(self, "include_prior", require_bool("include_prior",
                                                               self.include_prior))
 
     def __repr__(self) -> str:
@@ -150,12 +151,12 @@ class LocalPosterior:
         float64: the statistics of float32 loss traces (n beta times differences of losses)
         are then computed in float64."""
         resolved = replace(self)
-        object.__setattr__(resolved, "nbeta", np.float64(
+        set_field(resolved, "nbeta", np.float64(
             default_nbeta(problem.n) if self.nbeta is None else self.nbeta))
         return resolved
 
 
-def check_local_run(problem, params, key, posterior, sampler, plan) -> LocalPosterior:
+def check_local_run(problem, params, key, posterior, sampler, plan=None) -> LocalPosterior:
     """Check the arguments every local estimator takes and return the posterior with n beta
     resolved (`LocalPosterior.resolved`).
 
@@ -169,7 +170,8 @@ def check_local_run(problem, params, key, posterior, sampler, plan) -> LocalPost
     require_instance("posterior", posterior, LocalPosterior, "a slt.LocalPosterior")
     require_instance("sampler", sampler, SGLD | MALA | HMC,
                      "slt.samplers.SGLD, slt.samplers.MALA or slt.samplers.HMC")
-    require_instance("plan", plan, RunPlan, "a slt.RunPlan")
+    if plan is not None:  # llc_calibrate plans its own sweep
+        require_instance("plan", plan, RunPlan, "a slt.RunPlan")
     return posterior.resolved(problem)
 
 

@@ -62,7 +62,7 @@ from slt.results import Persistable
 from slt.samplers import moments
 from slt.samplers.config import SGLD, RunPlan, Sampler
 from slt.samplers.local_chains import Observables
-from slt.validation import InputError, require_params
+from slt.validation import InputError, require_params, set_field
 
 __all__ = ["DataShifts", "SusceptibilityResult", "susceptibilities"]
 
@@ -165,7 +165,7 @@ class DataShifts:
     reference: Any = None
 
     def __post_init__(self):
-        object.__setattr__(self, "subsets", _named(self.subsets, "subsets", "S"))
+        set_field(self, "subsets", _named(self.subsets, "subsets", "S"))
         if isinstance(self.reference, Mapping):
             raise InputError("reference must be None or a 1-D array of indices into the "
                              "training data")
