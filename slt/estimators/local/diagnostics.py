@@ -37,8 +37,8 @@ The checks, and why each threshold is where it is:
 - `LargeStandardError`: the standard error exceeds `MAX_RELATIVE_SE` (10%) of |lambda_hat|.
 - `TooFewDraws`: fewer than 4 draws per chain (R-hat and the effective sample size undefined).
 - `ChainsDidNotMove`: no chain's distance from w* changed over the draws by more than
-  `MOTIONLESS` (1e-6) of that distance: the step size is far too small, and lambda_hat is
-  that of the starting points (exactly 0 when they are w*).
+  `MOTIONLESS` (1e-6) of that distance (or of 1 / sqrt(n beta) for chains at w*): the step
+  size is far too small, and lambda_hat is that of the starting points (0 at w*).
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def diagnose(result, kept: np.ndarray) -> list[tuple[type[LocalRunWarning], str]
     if not exact and result.mala_acceptance < LOW_ACCEPTANCE:
         add(LowAcceptance, f"MALA acceptance {result.mala_acceptance:.2f} is low: the step "
             "size is too large; use a smaller one")
-    if _motionless(result.distance_trace):
+    if _motionless(result.distance_trace, result.nbeta):
         add(ChainsDidNotMove, f"no chain moved from where it started (lambda_hat "
             f"{result.llc_mean:.3g} ± {result.std_error:.2g} is that of the starting points): "
             f"the step size {result.step_size:.3g} is far too small; use step_size='auto'")
@@ -192,14 +192,14 @@ def diagnose(result, kept: np.ndarray) -> list[tuple[type[LocalRunWarning], str]
     return found
 
 
-def _motionless(distance: np.ndarray | None) -> bool:
+def _motionless(distance: np.ndarray | None, nbeta: float) -> bool:
     """Whether no chain's distance from w* (`distance`: (chain, draw)) changed by more than
-    MOTIONLESS of its size."""
+    MOTIONLESS of its size, or of 1 / sqrt(n beta) (the local posterior's width along a
+    direction of unit curvature) for chains at w*."""
     if distance is None or distance.size == 0:
         return False
-    spread = np.ptp(distance, axis=1)
-    return bool(np.all(spread <= MOTIONLESS * np.maximum(np.max(np.abs(distance), axis=1),
-                                                         1e-30)))
+    scale = np.maximum(np.max(np.abs(distance), axis=1), 1 / np.sqrt(nbeta))
+    return bool(np.all(np.ptp(distance, axis=1) <= MOTIONLESS * scale))
 
 
 def _temperature_warnings(result, exact: bool) -> list[tuple[type[LocalRunWarning], str]]:
