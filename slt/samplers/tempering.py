@@ -647,7 +647,7 @@ def tempered_smc(
     state, stages, _, run_time = run_units(
         advance, resumed, store,
         ProgressBar(1.0, lowest_beta, "tempering (min beta)", unit="beta", show=progress),
-        num_units=max_stages, finished=lambda state: lowest_beta(state) >= 1.0,
+        num_units=max_stages, finished=lambda state, _: lowest_beta(state) >= 1.0,
     )
     lowest = lowest_beta(state)
     if lowest < 1.0:

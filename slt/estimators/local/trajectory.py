@@ -200,8 +200,8 @@ def llc_trajectory(
         calibration_key, key = jax.random.split(key)
         calibrated_at = calibrate_at % count
         calibrations = [(checkpoints[calibrated_at], posterior.restrict_to, calibration_key)]
-    (step_size,), plan, notes = chosen_step_sizes(problem, posterior, sampler, plan,
-                                                  calibrations)
+    (step_size,), plan, notes, _ = chosen_step_sizes(problem, posterior, sampler, plan,
+                                                     calibrations)
     results, compile_time, run_time = [], 0.0, 0.0
     num_runs = -(-count // per_run)
     for run in range(num_runs):
