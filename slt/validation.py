@@ -59,10 +59,22 @@ class InputError(ValueError, TypeError):
     """An argument of a public function is invalid; the message names it and what is allowed."""
 
 
+# The largest integer an argument may be: what a NumPy / JAX int64 holds (a count beyond it
+# cannot become an array shape, an index or a log's argument).
+MAX_INT = np.iinfo(np.int64).max
+# Parameter dtypes the samplers and the geometry compute in (float16 / bfloat16 have no
+# Gaussian draws in jax.random, and too few bits for a Langevin step).
+PARAM_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _is_real_number(value: Any) -> bool:
+    if isinstance(value, bool | np.bool_):
+        return False
+    if isinstance(value, numbers.Integral):  # a Python int beyond int64 too
+        return True
     return isinstance(value, numbers.Real | np.ndarray | jax.Array) and np.ndim(value) == 0 and (
         np.asarray(value).dtype.kind in "iuf"
-    ) and not isinstance(value, bool | np.bool_)
+    )
 
 
 def warn_caller(message: str) -> None:
@@ -76,18 +88,26 @@ def warn_caller(message: str) -> None:
 
 
 def require_int(name: str, value: Any, *, minimum: int | None = None) -> int:
-    """`value` as an int >= `minimum`; bools, non-integral floats and NaN are refused.
+    """`value` as an int >= `minimum` and <= `MAX_INT` (an int64); bools, non-integral floats
+    and NaN are refused.
 
     Raises:
-      InputError: `value` is not an integer (a float such as 2.0 counts as one) or is below
-        `minimum`.
+      InputError: `value` is not an integer (a float such as 2.0 counts as one), is below
+        `minimum` or does not fit an int64 (1e300, 10**20).
     """
     bound = "" if minimum is None else f" >= {minimum}"
-    if not _is_real_number(value) or not np.isfinite(value) or value != int(value):
+    if not _is_real_number(value) or (
+        not isinstance(value, numbers.Integral)
+        and (not np.isfinite(value) or value != int(value))
+    ):
         raise InputError(f"{name} must be an integer{bound}, got {value!r}")
     result = int(value)
     if minimum is not None and result < minimum:
         raise InputError(f"{name} must be an integer{bound}, got {result}")
+    if abs(result) > MAX_INT:
+        raise InputError(
+            f"{name} must be an integer{bound} that fits a 64-bit integer (at most {MAX_INT}), "
+            f"got {value!r}")
     return result
 
 
@@ -204,16 +224,21 @@ def require_instance(name: str, value: Any, cls: type, what: str) -> Any:
 
 
 def require_finite_tree(tree: Any, name: str) -> Any:
-    """`tree` if every leaf is a finite float array.
+    """`tree` if every leaf is a finite float32 or float64 array.
 
     Raises:
-      InputError: naming the first leaf that is not a float array or not finite.
+      InputError: naming the first leaf that is not a float array (float16 and bfloat16
+        included: slt computes in float32 or float64) or not finite.
     """
     for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
         label = f"{name}{jax.tree_util.keystr(path)}"
         array = np.asarray(leaf)
         if array.dtype.kind != "f":
             raise InputError(f"{label} has dtype {array.dtype}; parameters must be floats")
+        if array.dtype not in PARAM_DTYPES:
+            raise InputError(
+                f"{label} has dtype {array.dtype}; parameters must be float32 or float64 "
+                f"(e.g. {name} = jax.tree.map(lambda a: a.astype(jnp.float32), {name}))")
         bad = ~np.isfinite(array)
         if bad.any():
             raise InputError(
@@ -234,6 +259,13 @@ def require_params(problem: Any, params: Any, name: str = "params") -> Any:
     if jax.tree_util.tree_structure(params) != jax.tree_util.tree_structure(expected):
         given = sorted(params) if isinstance(params, Mapping) else type(params).__name__
         wanted = sorted(expected) if isinstance(expected, Mapping) else "the model's pytree"
+        if given == wanted:  # the same sites: a leaf given as a list or a tuple, not an array
+            site = next(site for site in wanted if jax.tree_util.tree_structure(params[site])
+                        != jax.tree_util.tree_structure(expected[site]))
+            raise InputError(
+                f"{name}[{site!r}] is a {type(params[site]).__name__}, not an array: give "
+                f"jnp.asarray(...) of shape {np.shape(expected[site])} for each site"
+            )
         raise InputError(
             f"{name} must have the structure of problem.init(key) (sites {wanted}), got {given}"
         )
