@@ -40,6 +40,7 @@ __all__ = [
     "call_naming_shapes",
     "require_bool",
     "require_callable",
+    "require_choices",
     "require_data",
     "require_finite_tree",
     "require_in_interval",
@@ -182,6 +183,24 @@ def require_one_of(name: str, value: Any, choices: Collection) -> Any:
         listed = ", ".join(repr(choice) for choice in choices)
         raise InputError(f"{name} must be one of {listed}; got {value!r}")
     return value
+
+
+def require_choices(name: str, value: Any, choices: Collection) -> tuple:
+    """`value` as a tuple of entries of `choices`: one of them (a string), or a
+    non-empty sequence of them.
+
+    Raises:
+      InputError: None, an empty sequence, a non-string entry or one not among `choices`;
+        the message lists the choices.
+    """
+    listed = ", ".join(repr(choice) for choice in choices)
+    entries = (value,) if isinstance(value, str) else value
+    if not isinstance(entries, Collection) or isinstance(entries, Mapping) or not entries:
+        raise InputError(f"{name} must be one or a sequence of {listed}; got {value!r}")
+    unknown = [entry for entry in entries if not isinstance(entry, str) or entry not in choices]
+    if unknown:
+        raise InputError(f"{name}: unknown {unknown[0]!r}; choose from {listed}")
+    return tuple(entries)
 
 
 def require_callable(name: str, value: Any, *, optional: bool = False) -> Any:

@@ -83,7 +83,7 @@ def _methods(text: str) -> tuple[str, ...]:
         raise UsageError("--methods: sbic needs the models' nested family and its learning "
                          "coefficients, which the command line cannot give; call "
                          "slt.compare(..., sbic_family=...) from Python (e.g. "
-                         "functools.partial(slt.sbic_gaussian_mixtures, dim=1))")
+                         "functools.partial(slt.estimators.sbic_gaussian_mixtures, dim=1))")
     unknown = [name for name in methods if name not in CLI_METHODS]
     if not methods or unknown:
         raise UsageError(f"--methods {text!r}: unknown {unknown or text!r}; "

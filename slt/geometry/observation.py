@@ -39,7 +39,7 @@ from slt.geometry.families import EXPONENTIAL_FAMILIES, family_of
 from slt.models.base import ModelSpec
 from slt.precision import at_full_precision
 from slt.problem import Problem, _split_sites
-from slt.validation import InputError
+from slt.validation import InputError, call_naming_shapes, require_data
 
 __all__ = ["ObservationModel", "as_model_spec", "observation_model", "resolve_model",
            "site_values", "unwrap"]
@@ -327,10 +327,15 @@ def resolve_model(model: Any, params: Any, *, x: Any = None,
             "without inputs build a Problem(model, data)"
         )
     arguments = list(inspect.signature(model).parameters)
-    inputs = jnp.asarray(np.asarray(x, dtype=np.float64))
+    inputs = jnp.asarray(require_data({arguments[0]: x})[0][arguments[0]], jnp.float64)
+    _require_finite_values(params)
     seeded = handlers.substitute(handlers.seed(model, 0), data=dict(params))
     with jax.enable_x64(True):
-        trace = handlers.trace(seeded).get_trace(**{arguments[0]: inputs})
+        trace = call_naming_shapes(
+            lambda: handlers.trace(seeded).get_trace(**{arguments[0]: inputs}),
+            f"{name}({arguments[0]}) at params of shapes "
+            f"{ {site: np.shape(value) for site, value in params.items()} }",
+            {arguments[0]: inputs})
     drawn = [site for site in arguments[1:] if site in trace and site not in params
              and trace[site]["type"] == "sample"]
     if len(drawn) != 1:
@@ -340,6 +345,17 @@ def resolve_model(model: Any, params: Any, *, x: Any = None,
             f"{arguments}, the sampled sites {[k for k in trace if k not in params]}"
         )
     return Problem(model, {arguments[0]: inputs, drawn[0]: trace[drawn[0]]["value"]})
+
+
+def _require_finite_values(params: Any) -> None:
+    """Constrained site values as `observation_model` takes them: a dict of finite numbers."""
+    if not isinstance(params, Mapping):
+        raise InputError(f"params must be a dict of constrained site values, got "
+                         f"{type(params).__name__}")
+    for site, value in params.items():
+        array = np.asarray(value)
+        if array.dtype.kind not in "iuf" or not np.all(np.isfinite(array)):
+            raise InputError(f"params[{site!r}] must hold finite numbers, got {value!r}")
 
 
 def site_values(model: ModelSpec | Problem, params: Any) -> Any:

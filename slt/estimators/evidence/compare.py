@@ -95,6 +95,7 @@ from slt.samplers.tempering import Tempering
 from slt.validation import (
     InputError,
     require_callable,
+    require_choices,
     require_instance,
     require_int,
     require_key,
@@ -427,10 +428,7 @@ def compare(
       d=1  149.6    150.1
       d=2  140.9    141.6
     """
-    methods = (methods,) if isinstance(methods, str) else tuple(methods)
-    unknown = set(methods) - set(METHODS)
-    if unknown:
-        raise ValueError(f"unknown method(s) {sorted(unknown)}; available: {', '.join(METHODS)}")
+    methods = require_choices("methods", methods, METHODS)
     _check_problems(problems)
     require_key(key)
     require_instance("plan", plan, ComparisonPlan, "a ComparisonPlan value")
