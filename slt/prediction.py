@@ -152,16 +152,20 @@ class Prediction:
             )
         self._check_outputs(np.asarray(y), int(outputs.shape[-1]), where)
         if self.likelihood == "gaussian":
-            self._check_scale(tuple(y.shape[1:]), where)
+            self._check_scale(tuple(y.shape[1:]), outputs.dtype, where)
 
-    def _check_scale(self, example_shape: tuple[int, ...], where: str) -> None:
-        """The Gaussian sd: finite, > 0, and one per output: it broadcasts against one
-        example's outputs without enlarging them (a scale of 3 entries for 1 output would
-        count each example 3 times; one scale per example is not an observation model)."""
+    def _check_scale(self, example_shape: tuple[int, ...], dtype, where: str) -> None:
+        """The Gaussian sd: finite and > 0 in the outputs' float dtype (1e-50 is 0 in
+        float32), and one per output: it broadcasts against one example's outputs without
+        enlarging them (a scale of 3 entries for 1 output would count each example 3 times;
+        one scale per example is not an observation model)."""
         scale = np.asarray(self.scale)
-        if scale.dtype.kind not in "iuf" or not (
-                np.all(np.isfinite(scale)) and np.all(scale > 0)):
-            raise InputError(f"{where}: scale must be finite and > 0, got {self.scale!r}")
+        if scale.dtype.kind in "iuf":
+            with np.errstate(over="ignore", under="ignore"):
+                scale = scale.astype(dtype)
+        if scale.dtype.kind != "f" or not (np.all(np.isfinite(scale)) and np.all(scale > 0)):
+            raise InputError(f"{where}: scale must be finite and > 0 in {np.dtype(dtype)}, got "
+                             f"{self.scale!r}")
         try:
             fits = np.broadcast_shapes(scale.shape, example_shape) == example_shape
         except ValueError:
