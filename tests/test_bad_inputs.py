@@ -11,28 +11,19 @@ import re
 import jax
 import jax.numpy as jnp
 import numpy as np
-import numpyro
-import numpyro.distributions as dist
 import pytest
+from bad_input_cases import PARAMS, N, X, Y, predict, regression
 
 import slt
 from slt import InputError
 from slt.cli import main
 
-N = 40
-RNG = np.random.default_rng(0)
-X = RNG.normal(size=(N, 2)).astype(np.float32)
-Y = (X @ np.array([[1.0], [-0.5]]) + 0.3 + 0.1 * RNG.normal(size=(N, 1))).astype(np.float32)
-PARAMS = {"W": jnp.array([[1.0], [-0.5]], jnp.float32), "b": jnp.array([0.3], jnp.float32)}
+RNG = np.random.default_rng(1)
 LABELS = RNG.integers(0, 3, size=N)
 CAT_PARAMS = {"W": jnp.zeros((2, 3), jnp.float32), "b": jnp.zeros(3, jnp.float32)}
 KEY = jax.random.key(0)
 SHORT = {"sampler": slt.samplers.SGLD(step_size=1e-3, mala_every=0),
          "plan": slt.RunPlan(num_chains=2, num_samples=60, num_warmup=30, progress=False)}
-
-
-def predict(params, x):
-    return x @ params["W"] + params["b"]
 
 
 @pytest.fixture(scope="module")
@@ -112,11 +103,6 @@ def test_parameters_given_as_lists_are_named(gaussian):
     # was: "params must have the structure of ... (sites ['W', 'b']), got ['W', 'b']"
     with pytest.raises(InputError, match=r"params\['W'\] is a list, not an array.*\(2, 1\)"):
         slt.llc(gaussian, {"W": [[1.0], [-0.5]], "b": [0.3]}, KEY, **SHORT)
-
-
-def regression(x, y=None):
-    w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([2]))
-    numpyro.sample("y", dist.Normal(x @ w, 1.0), obs=y)
 
 
 @pytest.mark.parametrize("w,x,message", [

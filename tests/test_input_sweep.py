@@ -18,9 +18,8 @@ import warnings
 import jax
 import jax.numpy as jnp
 import numpy as np
-import numpyro
-import numpyro.distributions as dist
 import pytest
+from bad_input_cases import PARAMS, N, X, Y, predict, regression
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -115,17 +114,8 @@ def test_sbic_names_its_sample_size_and_likelihoods(n, shift):
         assert np.all(np.isfinite(result.free_energy))
 
 
-N = 24
-RNG = np.random.default_rng(1)
-X = RNG.normal(size=(N, 2)).astype(np.float32)
-Y = (X @ np.array([[1.0], [-0.5]]) + 0.1 * RNG.normal(size=(N, 1))).astype(np.float32)
-PARAMS = {"W": jnp.array([[1.0], [-0.5]], jnp.float32), "b": jnp.zeros(1, jnp.float32)}
 SHORT = {"sampler": slt.samplers.SGLD(step_size=1e-4, mala_every=0),
          "plan": slt.RunPlan(num_chains=2, num_samples=20, num_warmup=10, progress=False)}
-
-
-def predict(params, x):
-    return x @ params["W"] + params["b"]
 
 
 @pytest.fixture(scope="module")
@@ -189,11 +179,6 @@ def test_local_estimators_name_bad_params_keys_and_examples(problem, estimator, 
     result = _refused_by_name(calls[estimator], "params", "key", "examples", "query")
     if result is not None:
         assert math.isfinite(result.llc_mean if estimator == "llc" else result.run.llc_mean)
-
-
-def regression(x, y=None):
-    w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([2]))
-    numpyro.sample("y", dist.Normal(x @ w, 1.0), obs=y)
 
 
 @FEW
