@@ -381,7 +381,8 @@ def load(path: str | os.PathLike) -> Any:
     Raises:
       FileNotFoundError: no such file.
       ValueError: the file is not NetCDF, is NetCDF but not an slt result, was written by a
-        newer format version, or is damaged.
+        newer format version, or is damaged (an array, subgroup variable or the manifest
+        that does not match the checksum written with it included).
     """
     path = Path(path)
     if not path.is_file():

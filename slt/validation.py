@@ -43,6 +43,7 @@ __all__ = [
     "require_choices",
     "require_data",
     "require_finite_tree",
+    "require_float_array",
     "require_in_interval",
     "require_instance",
     "require_int",
@@ -173,6 +174,22 @@ def require_in_interval(
     return float(value)
 
 
+def require_float_array(name: str, values: Any) -> np.ndarray:
+    """`values` (a number, a sequence or an array of numbers) as a float64 NumPy array.
+
+    Raises:
+      InputError: anything but integers and floats: strings (even "0.5"), booleans, None,
+        nested sequences of different lengths.
+    """
+    try:
+        array = np.asarray(values)
+    except ValueError:  # a ragged nested sequence
+        array = None
+    if array is None or array.dtype.kind not in "iuf":
+        raise InputError(f"{name} must be a number or an array of numbers, got {values!r}")
+    return array.astype(np.float64)
+
+
 def require_one_of(name: str, value: Any, choices: Collection) -> Any:
     """`value` if it is one of `choices`.
 
@@ -199,7 +216,7 @@ def require_choices(name: str, value: Any, choices: Collection) -> tuple:
         raise InputError(f"{name} must be one or a sequence of {listed}; got {value!r}")
     unknown = [entry for entry in entries if not isinstance(entry, str) or entry not in choices]
     if unknown:
-        raise InputError(f"{name}: unknown {unknown[0]!r}; choose from {listed}")
+        raise InputError(f"{name}: unknown {unknown[0]!r}; available: {listed}")
     return tuple(entries)
 
 

@@ -124,7 +124,7 @@ def test_compare_names_methods_none(gaussian):
     # was: 'NoneType' object is not iterable
     with pytest.raises(InputError, match="methods must be one or a sequence of 'bic'"):
         slt.compare({"a": gaussian}, KEY, methods=None)
-    with pytest.raises(InputError, match="methods: unknown 'bics'; choose from 'bic'"):
+    with pytest.raises(InputError, match="methods: unknown 'bics'; available: 'bic'"):
         slt.compare({"a": gaussian}, KEY, methods=("bic", "bics"))
 
 
@@ -192,3 +192,12 @@ def test_cli_explains_that_sbic_needs_python(csv_files, capsys):
              "sbic needs the models' nested family", "sbic_family=")
     assert main(["compare", "--help"]) == 0
     assert "sbic" not in capsys.readouterr().out
+
+
+def test_free_energy_names_a_bad_method_or_waypoints():
+    spec = slt.models.linear_regression(2)
+    problem = spec.problem(spec.simulate(KEY, {"w": jnp.array([1.0, -1.0])}, 16))
+    with pytest.raises(InputError, match="method must be one of 'auto'"):
+        slt.free_energy(problem, KEY, method=np.array([1, 2]))   # was: truth value ambiguous
+    with pytest.raises(InputError, match="waypoints must be a number or an array of numbers"):
+        slt.free_energy(problem, KEY, waypoints="x", progress=False)  # was: could not convert

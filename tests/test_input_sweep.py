@@ -195,3 +195,34 @@ def test_fisher_of_a_model_function_names_bad_points_and_inputs(w, x):
         return
     if result is not None:
         assert np.all(np.isfinite(result.matrix))
+
+
+@pytest.fixture(scope="module")
+def regression_problem():
+    spec = models.linear_regression(2)
+    return spec.problem(spec.simulate(jax.random.key(0), {"w": jnp.array([1.0, -1.0])}, 16))
+
+
+@pytest.mark.parametrize("name", ["multipliers", "betas"])
+@SWEEP
+@given(value=odd_numbers.filter(lambda value: value is not None))
+def test_rlct_names_its_temperatures(regression_problem, name, value):
+    # every pool entry but None (the defaults) gives fewer than 3 distinct temperatures: no
+    # draw reaches the sampler
+    assert _refused_by_name(lambda: slt.rlct(regression_problem, jax.random.key(0),
+                                             **{name: value}, progress=False), name) is None
+
+
+@FEW
+@given(grid=st.one_of(odd_numbers, odd_arrays))
+def test_fisher_scan_names_a_bad_grid(grid):
+    spec = models.fixed_component_mixture()
+    call = lambda: slt.fisher_scan(spec, {"pi": 0.5, "mu": 1.0, "sigma": 1.0},  # noqa: E731
+                                   {"mu": grid}, progress=False)
+    try:
+        scan = _refused_by_name(call, "'mu'")
+    except FloatingPointError as error:  # documented: a point where the matrix overflows
+        assert "not finite" in str(error)
+        return
+    if scan is not None:
+        assert np.all(np.isfinite(scan.dataset["trace"]))

@@ -6,11 +6,13 @@ into ``slt: error: ...`` and exit status 2.
 
 Data (`load_data`)
 ------------------
-* CSV with a header row. The columns become two arrays, ``x`` (inputs) and ``y`` (outputs):
+* CSV with a header row (a first row of numbers is refused: it would be read as the column
+  names, and lost as data). The columns become two arrays, ``x`` (inputs) and ``y`` (outputs):
   ``--y`` and ``--x`` name them (comma-separated). Defaults: for a density model (no inputs,
-  e.g. a mixture) every column is ``y``; for a regression model the last column is ``y`` and
-  the others are ``x``. One selected column gives a 1-D array (n,), several give (n, k); the
-  built-in models then get the shapes they expect (`BUILTINS`).
+  e.g. a mixture) every column is ``y`` (a model that cannot take them all is told to name
+  y with ``--y``); for a regression model the last column is ``y`` and the others are
+  ``x``. One selected column gives a 1-D array (n,), several give (n, k); the built-in
+  models then get the shapes they expect (`BUILTINS`).
 * NPZ (``numpy.savez``): the arrays are passed to the model under their own names, e.g. ``x``
   and ``y``. ``--x`` / ``--y`` do not apply.
 

@@ -412,9 +412,10 @@ def compare(
 
     Raises:
       InputError (a ValueError, `slt.validation`): problems not a dict of Problems, problems
-        with different numbers of examples n, key not a PRNG key, plan not a
+        with different numbers of examples n, methods not a method or a sequence of them (an
+        unknown one: the message lists them), key not a PRNG key, plan not a
         `ComparisonPlan`, and what the estimators reject.
-      ValueError: no problems, or an unknown method (the message lists them).
+      ValueError: no problems.
 
     Example:
       >>> x, y = problem.data["x"], problem.data["y"]        # simulated at w = (1, -0.5)
