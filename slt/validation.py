@@ -174,18 +174,19 @@ def require_in_interval(
     return float(value)
 
 
-def require_float_array(name: str, values: Any) -> np.ndarray:
+def require_float_array(name: str, values: Any, *, allow_bool: bool = False) -> np.ndarray:
     """`values` (a number, a sequence or an array of numbers) as a float64 NumPy array.
 
     Raises:
-      InputError: anything but integers and floats: strings (even "0.5"), booleans, None,
-        nested sequences of different lengths.
+      InputError: anything but integers and floats (and booleans, with `allow_bool`: data
+        such as 0/1 observations): strings (even "0.5"), None, dicts, nested sequences of
+        different lengths.
     """
     try:
         array = np.asarray(values)
     except ValueError:  # a ragged nested sequence
         array = None
-    if array is None or array.dtype.kind not in "iuf":
+    if array is None or array.dtype.kind not in ("biuf" if allow_bool else "iuf"):
         raise InputError(f"{name} must be a number or an array of numbers, got {values!r}")
     return array.astype(np.float64)
 

@@ -226,3 +226,32 @@ def test_fisher_scan_names_a_bad_grid(grid):
         return
     if scan is not None:
         assert np.all(np.isfinite(scan.dataset["trace"]))
+
+
+# Inputs no numeric argument of these functions accepts: each call must be refused by name
+# before anything is sampled or compiled.
+never_valid = st.sampled_from([math.nan, math.inf, -math.inf, -1.5, -5, "2", True, {"a": 1.0},
+                               np.array([1.0, 2.0, 3.0]), jnp.full(3, jnp.nan)])
+REFUSING = {
+    "wbic beta": (lambda p, v: slt.wbic(p, jax.random.key(0), beta=v, progress=False), "beta"),
+    "fisher chunk_size": (lambda p, v: slt.fisher_information(p, {"w": np.ones(2)},
+                                                              chunk_size=v), "chunk_size"),
+    "llc_trajectory checkpoints_per_run": (
+        lambda p, v: slt.llc_trajectory(p, [{"w": jnp.ones(2)}], jax.random.key(0),
+                                        checkpoints_per_run=v, **SHORT), "checkpoints_per_run"),
+    "llc_trajectory calibrate_at": (
+        lambda p, v: slt.llc_trajectory(p, [{"w": jnp.ones(2)}], jax.random.key(0),
+                                        calibrate_at=v, **SHORT), "calibrate_at"),
+    "kl_divergence w1": (lambda p, v: slt.kl_divergence(p, {"w": np.ones(2)}, {"w": v},
+                                                        x=p.data["x"]), "w"),
+    "sbic_reduced_rank M": (lambda p, v: slt.estimators.sbic_reduced_rank([-5.0, -4.0], 50, v,
+                                                                          3), "M"),
+}
+
+
+@pytest.mark.parametrize("case", REFUSING)
+@FEW
+@given(value=never_valid)
+def test_numeric_arguments_refuse_what_no_call_accepts(regression_problem, case, value):
+    call, name = REFUSING[case]
+    assert _refused_by_name(lambda: call(regression_problem, value), name) is None
