@@ -79,6 +79,15 @@ def _is_real_number(value: Any) -> bool:
     )
 
 
+def _float(value: Any) -> float:
+    """A real number as a float; a Python int too large for one as +-inf (refused as not
+    finite, not raised as OverflowError)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return float("inf") if value > 0 else float("-inf")
+
+
 def warn_caller(message: str) -> None:
     """Issue `message` as a UserWarning attributed to the first frame outside slt: the user's
     call, however deep inside slt the warning arises (estimators share their runs, so a fixed
@@ -140,7 +149,7 @@ def require_positive(name: str, value: Any, *, allow_zero: bool = False) -> floa
     allowed = ">= 0" if allow_zero else "> 0"
     if not _is_real_number(value):
         raise InputError(f"{name} must be a finite number {allowed}, got {value!r}")
-    result = float(value)
+    result = _float(value)
     if not np.isfinite(result) or result < 0 or (result == 0 and not allow_zero):
         raise InputError(f"{name} must be a finite number {allowed}, got {result!r}")
     return result
@@ -169,7 +178,7 @@ def require_in_interval(
     """
     interval = f"[{low}, {high}]" if closed else f"({low}, {high})"
     inside = (lambda v: low <= v <= high) if closed else (lambda v: low < v < high)
-    if not _is_real_number(value) or not inside(float(value)):
+    if not _is_real_number(value) or not inside(_float(value)):
         raise InputError(f"{name} must be a number in {interval}, got {value!r}")
     return float(value)
 

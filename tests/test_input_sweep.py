@@ -2,13 +2,15 @@
 `slt.InputError` naming the argument; no raw JAX / NumPy / NumPyro exception escapes.
 
 Hypothesis draws each numeric or shape argument from a pool of the inputs users get wrong
-(NaN, infinities, 1e300, 10**20, fractions, bools, strings, None, lists, NumPy and JAX
-scalars, arrays of the wrong shape or dtype) while the other arguments stay valid, for the
-configuration values (every numeric field of each), the model builders, `sbic`, the Gaussian
-scale of `Problem.from_predict`, the parameters, key and example sets of the local
-estimators, and the Fisher information of a NumPyro model function. A few examples per
-function, derandomized: the sweep is part of `make test` (about 15 s on 2 CPU cores); the
-local estimators' draws that pass every check run one short compiled program, shared.
+(NaN, infinities, 1e300, 10**20, 10**400, fractions, bools, strings, None, lists, dicts,
+NumPy and JAX scalars, arrays of the wrong shape or dtype) while the other arguments stay
+valid, for: every numeric field of the configuration values; the model builders; `sbic`; the
+Gaussian scale of `Problem.from_predict`; the parameters, key and example sets of `llc`,
+`loss_kernel` and `bif`; the Fisher information of a NumPyro model function; rlct's
+temperatures; fisher_scan's grids; and, with inputs that no call accepts, wbic's beta,
+Fisher's chunk_size, llc_trajectory's settings, kl_divergence's point and sbic_reduced_rank.
+A few examples per function, derandomized: the sweep is part of `make test` (about 13 s of
+CPU); the local estimators' draws that pass every check run one short compiled program.
 """
 
 import dataclasses
@@ -32,8 +34,8 @@ SWEEP = settings(max_examples=30, deadline=None, derandomize=True, database=None
 FEW = settings(SWEEP, max_examples=6)
 
 odd_numbers = st.one_of(
-    st.sampled_from([math.nan, math.inf, -math.inf, 1e300, -1e300, 0.0, 1e-300, 10**20, -1,
-                     0, 2.5, 2.0, True, False, "auto", "2", None, [1.0], (1.0, 2.0),
+    st.sampled_from([math.nan, math.inf, -math.inf, 1e300, -1e300, 0.0, 1e-300, 10**20,
+                     10**400, -1, 0, 2.5, 2.0, True, False, "auto", "2", None, [1.0], (1.0, 2.0),
                      np.float32(0.5), np.int64(3), np.array([1, 2]), jnp.array(2.0)]),
     st.integers(-3, 300), st.floats(-3.0, 3.0),
 )
