@@ -23,7 +23,7 @@ import jax
 import numpy as np
 import pandas as pd
 
-from slt.cli.inputs import OutputFolder, UsageError, load_data, parse_model, parse_point
+from slt.cli.inputs import OutputFolder, UsageError, load_problem, parse_model, parse_point
 from slt.cli.options import (
     add_data_options,
     add_output_options,
@@ -181,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
     """Load, fit or read w*, estimate λ̂, print and (with --out) write the result."""
     out = None if args.out is None else OutputFolder(args.out, OUTPUT_FILES, force=args.force)
     choice = parse_model(args.model)
-    problem = choice.problem(load_data(args.data, choice, x_columns=args.x, y_columns=args.y))
+    problem = load_problem(args.data, choice, x_columns=args.x, y_columns=args.y)
     posterior, sampler, plan = local_values(args)
     params, origin = _center(problem, args)
     result = llc(problem, params, jax.random.key(args.seed), posterior=posterior,

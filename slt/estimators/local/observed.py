@@ -128,12 +128,22 @@ def _data_batch(problem: Problem, examples: Mapping, name: str) -> dict:
         if array.dtype.kind not in "biuf" or (
                 array.dtype.kind == "f" and not np.isfinite(array).all()):
             raise InputError(f"{name}[{key!r}] must hold finite numbers")
+        with np.errstate(invalid="ignore", over="ignore"):
+            cast = array.astype(template.dtype)
+        if template.dtype.kind in "biu" and not np.array_equal(cast, array):
+            changed = np.flatnonzero(np.ravel(cast != array))[0]
+            raise InputError(
+                f"{name}[{key!r}] holds {np.ravel(array)[changed].item()!r}, which data[{key!r}] "
+                f"(dtype {template.dtype}) cannot hold: give values of the training data's "
+                f"type (integer labels for integer labels)")
         lengths.add(array.shape[0])
-        batch[key] = jnp.asarray(array, template.dtype)
+        batch[key] = jnp.asarray(cast)
     if len(lengths) > 1:
         raise InputError(f"{name}'s arrays have different numbers of examples {sorted(lengths)}")
     if lengths == {0}:
         raise InputError(f"{name} is empty: give at least one example")
+    if problem.prediction is not None:  # labels in range, outputs finite (from_predict's check)
+        problem.prediction.check(problem.reference_params, batch, where=name)
     return batch
 
 

@@ -189,7 +189,8 @@ def llc_trajectory(
         require_params(problem, params, f"checkpoints[{index}]")
     count = len(checkpoints)
     steps = _training_steps(steps, count)
-    if not -count <= require_int("calibrate_at", calibrate_at) < count:
+    calibrate_at = require_int("calibrate_at", calibrate_at)  # -1.0 -> -1, an index
+    if not -count <= calibrate_at < count:
         raise InputError(f"calibrate_at must index the {count} checkpoints, got {calibrate_at}")
     posterior = check_local_run(problem, checkpoints[calibrate_at], key, posterior, sampler,
                                 plan)
