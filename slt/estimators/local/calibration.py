@@ -59,7 +59,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from slt.estimators.local.center import NUM_EXAMPLES, per_example_gradient_moments
+from slt.estimators.local.center import measure_center
 from slt.estimators.local.posterior import (
     LocalPosterior,
     check_local_run,
@@ -374,7 +374,6 @@ def gradient_noise_ratio(
     nbeta: float,
     sampler: SGLD,
     mask=None,
-    num_examples: int = NUM_EXAMPLES,
 ) -> float:
     """r(eps): minibatch gradient noise relative to the injected Langevin noise, at w*.
 
@@ -388,11 +387,12 @@ def gradient_noise_ratio(
     G = 1 without preconditioning; for RMSprop G_j = 1 / (delta + sqrt(v_j)) with v_j the
     stationary mean square of the scaled gradient, (n beta)^2 (mean_j^2 + Var_b(g_j)); b and
     the preconditioner are `sampler`'s (an `SGLD`).
-    Var_i is estimated from the per-example gradients of `num_examples` examples (evenly spaced
-    through the data, `slt.estimators.local.center.per_example_gradient_moments`). With a
+    Var_i is estimated from the per-example gradients of 512 examples evenly spaced through the
+    data (`slt.estimators.local.center.measure_center`). With a
     `mask` (flat booleans: a restricted run) d and the sum count the selected weights only.
     """
-    mean, mean_square = per_example_gradient_moments(problem, params, num_examples=num_examples)
+    measured = measure_center(problem, params)
+    mean, mean_square = measured.mean, measured.mean_square
     variance = jnp.maximum(mean_square - mean**2, 0.0)
     b = min(sampler.batch_size, problem.n)
     minibatch_variance = variance / b * (problem.n - b) / max(problem.n - 1, 1)

@@ -32,7 +32,12 @@ import pandas as pd
 import xarray as xr
 
 from slt.estimators.local.calibration import llc_calibrate
-from slt.estimators.local.center import MinimumCheck, minimum_check, start_scale
+from slt.estimators.local.center import (
+    MinimumCheck,
+    measure_center,
+    minimum_check,
+    start_scale,
+)
 from slt.estimators.local.diagnostics import RunNote, diagnose, warning_name
 from slt.estimators.local.posterior import (
     LocalPosterior,
@@ -417,10 +422,10 @@ def local_runs(problem: Problem, centers: list[Params], parts: list[LocalPart],
     batch_size = min(sampler.batch_size, problem.n) if isinstance(sampler, SGLD) else problem.n
     extrapolated = bool(getattr(sampler, "extrapolate", False))
     spent = [0] * len(parts)
+    measured = [measure_center(problem, center) for center in centers]
     scales = None if plan.start == "center" else [
-        start_scale(problem, center, nbeta=posterior.nbeta, gamma=posterior.gamma)
-        for center in centers]
-    minima = [minimum_check(problem, centers[part.center], nbeta=posterior.nbeta,
+        start_scale(found, nbeta=posterior.nbeta, gamma=posterior.gamma) for found in measured]
+    minima = [minimum_check(problem, measured[part.center], nbeta=posterior.nbeta,
                             gamma=posterior.gamma, mask=part.mask) for part in parts]
     pending = list(range(len(parts)))
     while pending:
