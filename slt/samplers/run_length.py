@@ -8,8 +8,11 @@ after every chunk of steps (`run_chains`):
   grid (every `WARMUP_GRID` steps, coarser as the run grows so that at most about 20 are
   tried; at least the exact samplers' adaptation window) after which the draws so far,
   x[:, b:t], look stationary across chains: split R-hat (rank-normalised, ArviZ) at most
-  `STATIONARY_RHAT` (1.01, Vehtari et al. 2021) and no drift between their halves (more
-  than 3 standard errors of the later half and 1%: `_rising`). The chains start apart
+  `STATIONARY_RHAT` (1.05: Vehtari et al.'s 1.01 presumes an ESS of 400 or more, and at the
+  ESS of 70-150 of a short run of a 2-parameter model a stationary run's R-hat wanders to
+  1.04) and no drift between their halves (more than 3 standard errors of the later half and
+  1%: `_rising`, which is what catches a relaxation: R-hat compares chains, and chains
+  relaxing alike agree). The chains start apart
   (`RunPlan(start="dispersed")`), so chains that have not yet forgotten their starts
   disagree and R-hat sees it. The test is repeated as the run
   grows and b is re-chosen each time, so a b that looked stationary on a short window but not
@@ -63,7 +66,7 @@ MIN_RELATIVE_DRIFT = 0.01
 # The "auto" warmup ends on a multiple of this many steps.
 WARMUP_GRID = 100
 # Split R-hat of the draws after the warmup at most this: stationary.
-STATIONARY_RHAT = 1.01
+STATIONARY_RHAT = 1.05
 # An "auto" run warms up at least this many steps and keeps at least this many draws per chain
 # (the fixed plan's lengths before 0.2: an "auto" run is never shorter than it was).
 MIN_WARMUP = 1000

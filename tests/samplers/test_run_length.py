@@ -26,11 +26,11 @@ def _trace(chains=4, steps=3000, transient=0, seed=0, level=10.0, sd=3.0, starts
 
 
 def test_the_warmup_ends_after_the_transient_and_the_draws_at_the_target():
-    values = _trace(transient=600)
-    assert decide_run_length(values[:, :700], AUTO) is None  # still relaxing: go on
+    values = _trace(steps=5000, transient=1600)  # relaxing for longer than the warmup's floor
+    assert decide_run_length(values[:, :2000], AUTO) is None  # still relaxing: go on
     length = decide_run_length(values, AUTO)
     # most of the relaxation is left out, and what is kept is the level within its error
-    assert length.num_warmup % WARMUP_GRID == 0 and 400 <= length.num_warmup <= 900
+    assert length.num_warmup % WARMUP_GRID == 0 and 1300 <= length.num_warmup <= 2200
     kept = values[:, length.num_warmup:]
     se = kept.std() / np.sqrt(kept.size)
     assert abs(kept.mean() - 10.0) < 3 * se and se <= 0.05 * kept.mean()
@@ -43,6 +43,9 @@ def test_a_fixed_plan_is_kept_and_a_budget_says_what_was_missed():
     fixed = slt.RunPlan(num_warmup=100, num_samples=500)
     assert decide_run_length(values[:, :550], fixed) is None
     assert decide_run_length(values, fixed) == (100, 500, "the planned draws were made")
+    # a stationary trace: the floors, 1000 warmup steps and 1000 draws, and no more
+    assert decide_run_length(values[:, :1999], AUTO) is None
+    assert decide_run_length(values[:, :2000], AUTO)[:2] == (1000, 1000)
     noisy = _trace(sd=300.0)  # se 5% of 10 needs ~ 3.6e6 draws
     assert decide_run_length(noisy, AUTO) is None
     spent = decide_run_length(noisy, AUTO, final=True)
