@@ -135,8 +135,10 @@ def start_scale(measured: CenterMeasurements, *, nbeta: float, gamma: float) -> 
     larger of the empirical Fisher information (`mean_square`) and the Hessian's diagonal,
     never below 0 (the Fisher alone misses curvature the per-example gradients do not carry,
     as in a loss without noise; the Hessian's estimate alone is noisy where it is far from
-    diagonal)."""
-    curvature = np.maximum(np.maximum(measured.mean_square, measured.hessian_diagonal), 0.0)
+    diagonal); a measurement that is not finite counts as no curvature."""
+    # fmax ignores a NaN: a curvature the model cannot differentiate twice there (|w|^p at
+    # w = 0, as in the normal crossings) counts as none
+    curvature = np.fmax(np.fmax(measured.mean_square, measured.hessian_diagonal), 0.0)
     with np.errstate(divide="ignore"):
         identified = 1.0 / np.sqrt(nbeta * curvature + gamma)
     return np.minimum(identified, nbeta**-0.25)
@@ -146,10 +148,12 @@ def minimum_check(problem: Problem, measured: CenterMeasurements, *, nbeta: floa
                   gamma: float, mask: np.ndarray | None = None) -> MinimumCheck:
     """The `MinimumCheck` of w* (module doc) from its `measure_center`, over the weights
     `mask` selects (flat booleans; None: all). Weights whose per-example gradients do not
-    vary carry no information and are left out."""
+    vary, or whose measurements are not finite, carry no information and are left out."""
     gradient, mean, mean_square = measured.gradient, measured.mean, measured.mean_square
     variance = np.maximum(mean_square - mean**2, 0.0)
-    selected = variance > 0 if mask is None else (variance > 0) & np.asarray(mask)
+    selected = (variance > 0) & np.isfinite(gradient) & np.isfinite(variance)
+    if mask is not None:
+        selected &= np.asarray(mask)
     count = int(selected.sum())
     if count == 0:
         return MinimumCheck(0.0, 0.0)
