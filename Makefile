@@ -47,10 +47,10 @@ dist: $(STAMP)
 	$(PY) -m build --installer uv --outdir dist . || $(PY) -m build --outdir dist .
 
 # The wheel installed into a fresh venv and run from outside the source tree, and the docs site
-# built in strict mode and read back (tests/packaging; .ci/run runs it after make test, whose
+# built in strict mode and read back (tests/distribution; .ci/run runs it after make test, whose
 # 10 minutes it does not fit in).
 test-packaging: $(DOCS_STAMP)
-	$(PY) -m pytest -q -p no:xdist -m packaging tests/packaging
+	$(PY) -m pytest -q -p no:xdist -m packaging tests/distribution
 
 # The site in site/, offline, in strict mode: a broken link or cross-reference, or a docstring
 # griffe cannot read, fails the build. Notebooks are rendered from docs/notebooks/ as stored.

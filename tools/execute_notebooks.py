@@ -7,7 +7,7 @@ at small sizes). The documentation shows them with their outputs: this script ru
 top to bottom at the sizes of its first cell, in a fresh `python3` kernel of this interpreter,
 and writes the executed copy to docs/notebooks/ (same file name). The docs build renders those
 copies as they are, without executing anything (six notebooks at full size take minutes, the
-docs build must take less than two). tests/packaging/test_docs.py checks that each copy holds
+docs build must take less than two). tests/distribution/test_docs.py checks that each copy holds
 the same cells as its source, so a notebook changed without `make notebooks` fails there.
 """
 
