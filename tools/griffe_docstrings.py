@@ -8,15 +8,17 @@ cross-reference. This extension escapes those characters outside code spans and 
 before mkdocstrings renders a docstring: a lone "*" (not "**", not a bullet), "[" and "]",
 "_" at the edge of a word (not inside "restrict_to") and "<" before a letter. The names before
 the colon of an "Args:" entry are left as they are (griffe matches them to the signature).
-Doctest examples (">>>" lines and their output) become fenced Python code, and Sphinx roles
-(":class:`RLCT`") plain code spans.
+Doctest examples (">>>" lines and their output) become fenced Python code, Sphinx roles
+(":class:`RLCT`") plain code spans, and a code span naming an object of slt (`slt.RunPlan`) a
+link to its entry in the reference.
 """
 
 import re
 
 import griffe
 
-_CODE_SPAN = re.compile(r"(`+)(?:.+?)\1")
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+_DOTTED = re.compile(r"slt(?:\.\w+)+")
 _ARG_NAME = re.compile(r"^(\s+[\w*][\w*, ]*:)(\s|$)")
 _SECTION = re.compile(r"^\s*[A-Z][A-Za-z ]*:\s*$")
 _ROLE = re.compile(r":(?:class|func|meth|attr|mod|data|obj):(?=`)")
@@ -29,6 +31,17 @@ def _escape_text(text: str) -> str:
     return re.sub(r"<(?=[A-Za-z/])", "&lt;", text)
 
 
+def _code(span: re.Match) -> str:
+    """A code span; one that names an object of slt (`slt.llc`, `slt.samplers.SGLD()`) links to
+    its entry in the reference where it has one (an optional cross-reference: plain code
+    where the name has no entry, e.g. a private module)."""
+    name = span.group(2).strip().removesuffix("()")
+    if _DOTTED.fullmatch(name):
+        code = span.group(2).strip()
+        return f'<autoref identifier="{name}" optional><code>{code}</code></autoref>'
+    return span.group(0)
+
+
 def _escape_line(line: str) -> str:
     if re.match(r"^\s*\* ", line):  # a bullet
         start = line.index("*") + 2
@@ -39,7 +52,7 @@ def _escape_line(line: str) -> str:
         head, line = line[:match.end(1)], line[match.end(1):]
     pieces, last = [], 0
     for span in _CODE_SPAN.finditer(line):
-        pieces += [_escape_text(line[last:span.start()]), span.group(0)]
+        pieces += [_escape_text(line[last:span.start()]), _code(span)]
         last = span.end()
     pieces.append(_escape_text(line[last:]))
     return head + "".join(pieces)

@@ -67,11 +67,14 @@ def test_every_public_name_has_a_reference_entry(site):
 
 
 def test_reference_entries_show_their_docstrings(site):
-    """An entry is the docstring rendered, not just a heading: its first line, and its
-    mathematics as written (no stray emphasis from the stars of w*)."""
-    page = html.unescape((site / "api" / "slt.html").read_text())
-    assert "Estimate the local learning coefficient lambda_hat(w*) = n beta" in page
-    assert "<em>) = n beta" not in page
+    """An entry is the docstring rendered, not just a heading: its first line, its
+    mathematics as written (no stray emphasis from the stars of w*), and the names of slt it
+    mentions as links to their entries (llc's docstring names slt.samplers.SGLD)."""
+    page = (site / "api" / "slt.html").read_text()
+    text = html.unescape(page)
+    assert "Estimate the local learning coefficient lambda_hat(w*) = n beta" in text
+    assert "<em>) = n beta" not in text
+    assert 'href="samplers.html#slt.samplers.SGLD"' in page
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda path: path.stem)
