@@ -86,7 +86,12 @@ def installed(wheel, tmp_path_factory) -> dict:
 
 def _source_files() -> set[str]:
     """Every file of the package in the source tree (modules and the data they read), as
-    paths in the wheel."""
+    paths in the wheel: git's list where this is a checkout (untracked files are not the
+    package's), else every file but caches."""
+    listed = subprocess.run(["git", "ls-files", "slt"], cwd=ROOT, capture_output=True,
+                            text=True)
+    if listed.returncode == 0 and listed.stdout.strip():
+        return set(listed.stdout.split())
     files = set()
     for path in PACKAGE.rglob("*"):
         parts = path.relative_to(ROOT).parts
