@@ -103,3 +103,26 @@ def test_notebook_rendered_with_outputs(site, source):
     assert page.count('class="jp-OutputArea jp-Cell-outputArea"') == sum(
         1 for cell in executed.cells if cell.cell_type == "code" and cell.outputs)
     assert "jp-OutputArea-error" not in page
+
+
+@pytest.mark.parametrize("page", sorted((ROOT / "docs" / "uses").glob("*.md")) + [
+    ROOT / "docs" / "guide.md", ROOT / "docs" / "index.md"], ids=lambda path: path.stem)
+def test_readme_sections_included(site, page):
+    """The pages that include README.md's sections (<!-- readme: ... -->) show them: every
+    included section's first words are on the built page, as rendered text."""
+    markers = re.findall(r"^<!-- readme: (#+) (.+?)((?: \| (?:only|level \d))*) -->$",
+                         page.read_text(), flags=re.M)
+    assert markers
+    readme = (ROOT / "README.md").read_text()
+    built = page.relative_to(ROOT / "docs").with_suffix(".html")
+    text = re.sub(r"<[^>]+>", "", html.unescape((site / built).read_text()))
+    for hashes, title, _ in markers:
+        section = readme.split(f"\n{hashes} {title}\n", 1)[1]
+        prose, fenced = [], False
+        for line in section.splitlines():
+            fenced ^= line.startswith("```")
+            if not fenced and line.strip() and not line.startswith(("```", "#", "!", "|", "-")):
+                prose.append(line)
+        first = prose[0]
+        words = re.sub(r"[`*\[\]\\]", "", first).split()[:4]
+        assert " ".join(words) in re.sub(r"\s+", " ", re.sub(r"[\[\]]", "", text)), (title, words)
