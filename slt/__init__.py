@@ -40,6 +40,21 @@ from slt.estimators import (
     wbic,
 )
 from slt.estimators.local.calibration import CalibrationResult, llc_calibrate
+from slt.estimators.local.check import DisagreesWithExact, LLCCheck, llc_check
+from slt.estimators.local.diagnostics import (
+    BelowMinimum,
+    ChainsDidNotMove,
+    ChainsDisagree,
+    ColdChains,
+    DivergedChains,
+    HotChains,
+    LargeStandardError,
+    LocalRunWarning,
+    LowAcceptance,
+    NotSettled,
+    RunNote,
+    TooFewDraws,
+)
 from slt.estimators.local.llc import LLCResult, llc
 from slt.estimators.local.parts import LLCTable, leaf_parts, llc_table
 from slt.estimators.local.posterior import LocalPosterior
@@ -109,6 +124,7 @@ __all__ = [
     "FisherScan",
     "FisherSummary",
     "FitResult",
+    "LLCCheck",
     "LLCResult",
     "LLCTable",
     "LLCTrajectory",
@@ -122,6 +138,20 @@ __all__ = [
     "kl_divergence",
     "llc",
     "llc_calibrate",
+    "llc_check",
+    "BelowMinimum",
+    "ChainsDidNotMove",
+    "ChainsDisagree",
+    "ColdChains",
+    "DisagreesWithExact",
+    "DivergedChains",
+    "HotChains",
+    "LargeStandardError",
+    "LocalRunWarning",
+    "LowAcceptance",
+    "NotSettled",
+    "RunNote",
+    "TooFewDraws",
     "llc_table",
     "llc_trajectory",
     "loss_kernel",

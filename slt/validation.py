@@ -65,14 +65,14 @@ def _is_real_number(value: Any) -> bool:
     ) and not isinstance(value, bool | np.bool_)
 
 
-def warn_caller(message: str) -> None:
-    """Issue `message` as a UserWarning attributed to the first frame outside slt: the user's
-    call, however deep inside slt the warning arises (estimators share their runs, so a fixed
-    `stacklevel` would point into slt from some of their callers)."""
+def warn_caller(message: str, category: type[Warning] = UserWarning) -> None:
+    """Issue `message` as a `category` warning attributed to the first frame outside slt: the
+    user's call, however deep inside slt the warning arises (estimators share their runs, so a
+    fixed `stacklevel` would point into slt from some of their callers)."""
     frame, level = sys._getframe(1), 2  # stacklevel 1 is this function, 2 its caller
     while frame is not None and frame.f_globals.get("__name__", "").startswith("slt."):
         frame, level = frame.f_back, level + 1
-    warnings.warn(message, stacklevel=level)
+    warnings.warn(message, category, stacklevel=level)
 
 
 def require_int(name: str, value: Any, *, minimum: int | None = None) -> int:

@@ -16,6 +16,9 @@ error against a tolerance stated in advance (printed in the table):
   regression (M, N, H, r) = (5, 5, 3, 1), n = 20000 (lambda = 8, Aoyagi & Watanabe 2005),
   each within 25% of the truth (the project's per-case accuracy target, benchmarks/
   RESULTS.md) or 4 standard errors, whichever is larger.
+* The exact cross-check (`slt.llc_check`): SGLD's lambda_hat of the linear regression
+  (n = 5000) against MALA's on the same local posterior, within 3 standard errors of their
+  difference.
 
 ``--quick`` runs the deterministic cases and a short LLC run of the linear regression
 (seconds; for smoke tests). The exit status is 1 if any case misses its tolerance.
@@ -39,6 +42,7 @@ from slt.cli.inputs import OutputFolder, UsageError
 from slt.estimators.evidence.free_energy import free_energy
 from slt.estimators.evidence.laplace import laplace
 from slt.estimators.evidence.wbic import wbic
+from slt.estimators.local.check import AGREEMENT_Z, llc_check
 from slt.estimators.local.llc import llc
 from slt.fit import MAPFit, fit_map
 from slt.geometry.fisher import FisherRequest, fisher_information, gauss_hermite_inputs
@@ -130,6 +134,20 @@ def _llc_case(spec, true_values, n, exact, key, quick) -> Outcome:
     return _absolute(result.llc_mean, exact, tolerance, "25% or 4 se")
 
 
+def _llc_against_exact(key, quick) -> Outcome:
+    """SGLD's lambda_hat against MALA's on the same local posterior (`slt.llc_check`)."""
+    spec, data = _linear_regression_data(5000)
+    problem = spec.problem(data)
+    fit_key, sgld_key, exact_key = jax.random.split(key, 3)
+    params = fit_map(problem, fit_key, MAPFit(num_restarts=4), prior=False).params
+    result = llc(problem, params, sgld_key, plan=RunPlan(progress=False))
+    check = llc_check(problem, params, exact_key, result,
+                      plan=RunPlan(num_warmup=1000, num_samples=2000, progress=False))
+    return _absolute(result.llc_mean, check.reference.llc_mean,
+                     AGREEMENT_Z * np.hypot(result.std_error, check.reference.std_error),
+                     "3 se of the difference; truth: MALA's λ̂")
+
+
 def _llc_linear(key, quick) -> Outcome:
     exact = float(truth.regular_rlct(3).value)
     return _llc_case(models.linear_regression(3), {"w": jnp.array([1.0, -1.0, 0.5])}, 5000,
@@ -151,6 +169,7 @@ CASES = (
     Case("WBIC (NUTS), linear regression", False, _wbic_linear),
     Case("LLC, linear regression d=3 (λ = 3/2)", True, _llc_linear),
     Case("LLC, RRR (5,5,3,1) (λ = 8)", False, _llc_rrr),
+    Case("LLC, SGLD against exact MALA (linear regression d=3)", False, _llc_against_exact),
 )
 
 

@@ -49,6 +49,7 @@ from slt.validation import (
 __all__ = ["HMC", "MALA", "SGLD", "Calibration", "RunPlan", "Sampler"]
 
 MASS_MATRICES = (None, "diagonal")
+STARTS = ("dispersed", "center")
 
 
 
@@ -239,6 +240,10 @@ class RunPlan:
         (`slt.loss_kernel`, `slt.bif`, `slt.susceptibilities`) observe them every this many
         steps after the warmup (each observation is a forward pass over the examples);
         `slt.llc` records every step whatever its value.
+      start: "dispersed" (the default): every chain starts at w* plus a random offset over
+        the local posterior's expected width (`slt.estimators.local.center`), so that chains
+        which have not mixed disagree and the diagnostics see it; "center": every chain
+        starts at w* (slt's behaviour before 0.2).
     """
 
     num_chains: int = 4
@@ -248,6 +253,7 @@ class RunPlan:
     checkpoint: str | os.PathLike | None = None
     progress: bool = True
     observe_every: int = 1
+    start: str = "dispersed"
 
     def __post_init__(self):
         for name, minimum in (("num_chains", 1), ("num_warmup", 0), ("num_samples", 1),
@@ -257,6 +263,7 @@ class RunPlan:
             require_instance("checkpoint", self.checkpoint, str | os.PathLike,
                              "a file path or None")
         set_field(self, "progress", require_bool("progress", self.progress))
+        require_one_of("start", self.start, STARTS)
 
     @property
     def num_steps(self) -> int:

@@ -91,6 +91,9 @@ __all__ = [
     "configurational_temperature",
 ]
 
+# The starting offsets (`ChainTargets.start_scale`) are drawn from fold_in(key, START_STREAM).
+START_STREAM = 2**31 - 2
+
 
 class Observables(NamedTuple):
     """What `run_chains` observes along the chains (module doc): the streaming moments of
@@ -211,6 +214,10 @@ class ChainTargets(NamedTuple):
       (integers (P,)); None: one centre.
     mask: None (every coordinate moves), or booleans (P, d) over the flat parameters: the
       coordinates each part's chains sample, the others held at the centre.
+    start_scale: None (every chain starts at its centre), or standard deviations (P, d) over
+      the flat parameters: each chain starts at its centre plus independent N(0, scale^2)
+      offsets in the coordinates it samples (`slt.estimators.local.center`), drawn from
+      `fold_in(key, START_STREAM)`, a stream apart from the chains' own.
     """
 
     step_size: np.ndarray
@@ -219,6 +226,7 @@ class ChainTargets(NamedTuple):
     include_prior: bool = False
     center_of_part: np.ndarray | None = None
     mask: np.ndarray | None = None
+    start_scale: np.ndarray | None = None
 
     @property
     def num_parts(self) -> int:
@@ -320,10 +328,14 @@ def run_chains(
     ] + [chain_center, jnp.broadcast_to(
         jnp.asarray(True if targets.mask is None else chains_of(targets.mask, (problem.dim,)),
                     bool), (num_chains, centers.shape[1]))]
+    scale = None if targets.start_scale is None else jnp.asarray(
+        chains_of(targets.start_scale, (problem.dim,)), dtype)
     if extrapolate:
         config = config._replace(num_chains=2 * config.num_chains)
         per_chain = _with_twins(per_chain)
+        scale = None if scale is None else jnp.concatenate([scale, scale])
     chain_keys = jax.random.split(key, config.num_chains)
+    starts = _starts(key, centers[per_chain[3]], scale, per_chain[4])
     observed = () if observables is None else (
         _observation_arguments(observables, dtype, plan.num_warmup, num_steps),)
     store = Checkpoint(
@@ -335,11 +347,12 @@ def run_chains(
         reference_loss=center_full_loss if several else float(center_full_loss[0]),
         **({"center_of_chain": per_chain[3]} if several else {}),
         **({"mask": per_chain[4]} if targets.mask is not None else {}),
+        **({"start_scale": scale} if scale is not None else {}),
         **({"observables": observed[0]} if observed else {}),
     )
-    initial = (_exact_initial_carry(config, chain_keys, per_chain, centers, problem.data,
-                                    *observed) if exact else
-               _initial_carry(config, centers[per_chain[3]], *observed))
+    initial = (_exact_initial_carry(config, chain_keys, per_chain, centers, starts,
+                                    problem.data, *observed) if exact else
+               _initial_carry(config, starts, *observed))
     resumed = store.resume(initial)
     shared = _Shared(centers, center_losses, center_full_loss, problem.data)
     sharding = _chain_sharding(config.num_chains)
@@ -395,6 +408,16 @@ def run_chains(
         step_size=_to_host(carry.chain.step_size) if exact else None,
     )
     return _combine_twins(trace) if extrapolate else trace
+
+
+def _starts(key, positions, scale, masks):
+    """Where the chains start: their centres `positions` (num_chains, d), plus N(0, scale^2)
+    offsets in the coordinates they sample (`ChainTargets.start_scale`; None: the centres)."""
+    if scale is None:
+        return positions
+    noise = jax.random.normal(jax.random.fold_in(key, START_STREAM), positions.shape,
+                              positions.dtype)
+    return positions + jnp.where(masks, scale * noise, 0.0)
 
 
 def _program_sampler(sampler):
@@ -467,28 +490,27 @@ def _initial_carry(config: _Config, position, watch: _Watch | None = None) -> _C
     )
 
 
-def _exact_initial_carry(config: _Config, chain_keys, per_chain, centers, data,
+def _exact_initial_carry(config: _Config, chain_keys, per_chain, centers, starts, data,
                          watch: _Watch | None = None) -> _Carry:
-    """Every exact chain at its centre, its first step size found (`slt.samplers.exact`),
-    none diverged, nothing observed yet."""
+    """Every exact chain at its start (`starts`: (num_chains, d)), its first step size found
+    (`slt.samplers.exact`), none diverged, nothing observed yet."""
     log_target = _local_log_target(config.problem, config.include_prior)
 
     @jax.jit
-    def initial(chain_keys, per_chain, centers, data):
-        def one(chain_key, step_size, gamma, nbeta, center_index, mask):
+    def initial(chain_keys, per_chain, centers, starts, data):
+        def one(chain_key, start, step_size, gamma, nbeta, center_index, mask):
             center = centers[center_index]
             logdensity = restricted_logdensity(
                 lambda flat: log_target(flat, data, gamma, nbeta, center), mask, center)
             return exact_initial_state(config.sampler, jax.random.fold_in(chain_key, -1 % 2**31),
-                                       center, logdensity, step_size)
+                                       start, logdensity, step_size)
 
-        return jax.vmap(one)(chain_keys, *per_chain)
+        return jax.vmap(one)(chain_keys, starts, *per_chain)
 
-    position = centers[per_chain[3]]
     return _Carry(
-        chain=initial(chain_keys, per_chain, centers, data),
+        chain=initial(chain_keys, per_chain, centers, starts, data),
         diverged_at=jnp.full((config.num_chains,), -1, jnp.int32),
-        observed=_no_observations(config, position, watch),
+        observed=_no_observations(config, starts, watch),
     )
 
 

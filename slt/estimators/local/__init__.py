@@ -9,6 +9,7 @@ parts (`llc_table`) and along training (`llc_trajectory`), and, from one observe
 
 from slt.estimators.local.bif import BIFResult, bif
 from slt.estimators.local.calibration import CalibrationResult, llc_calibrate
+from slt.estimators.local.check import LLCCheck, llc_check
 from slt.estimators.local.llc import LLCResult, llc
 from slt.estimators.local.loss_kernel import LossKernelResult, loss_kernel
 from slt.estimators.local.parts import LLCTable, leaf_parts, llc_table
@@ -24,6 +25,7 @@ __all__ = [
     "BIFResult",
     "CalibrationResult",
     "DataShifts",
+    "LLCCheck",
     "LLCResult",
     "LLCTable",
     "LLCTrajectory",
@@ -35,6 +37,7 @@ __all__ = [
     "leaf_parts",
     "llc",
     "llc_calibrate",
+    "llc_check",
     "llc_table",
     "llc_trajectory",
     "loss_kernel",

@@ -52,6 +52,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from slt.estimators.local.center import NUM_EXAMPLES, per_example_gradient_moments
 from slt.estimators.local.posterior import (
     LocalPosterior,
     check_local_run,
@@ -300,8 +301,7 @@ def gradient_noise_ratio(
     nbeta: float,
     sampler: SGLD,
     mask=None,
-    num_examples: int = 512,
-    chunk: int = 64,
+    num_examples: int = NUM_EXAMPLES,
 ) -> float:
     """r(eps): minibatch gradient noise relative to the injected Langevin noise, at w*.
 
@@ -316,29 +316,16 @@ def gradient_noise_ratio(
     stationary mean square of the scaled gradient, (n beta)^2 (mean_j^2 + Var_b(g_j)); b and
     the preconditioner are `sampler`'s (an `SGLD`).
     Var_i is estimated from the per-example gradients of `num_examples` examples (evenly spaced
-    through the data), computed `chunk` at a time to bound memory at O(chunk * d). With a
+    through the data, `slt.estimators.local.center.per_example_gradient_moments`). With a
     `mask` (flat booleans: a restricted run) d and the sum count the selected weights only.
     """
-    count = min(num_examples, problem.n)
-    count -= count % min(chunk, count)
-    indices = jnp.linspace(0, problem.n - 1, count).astype(jnp.int32).reshape(-1, min(chunk, count))
-    flat = problem.ravel(params)
-
-    def example_loss(position, index):
-        return -problem.loglik(problem.unravel(position), problem.take(index[None]))[0]
-
-    def moments(block):
-        gradients = jax.vmap(jax.grad(example_loss), in_axes=(None, 0))(flat, block)
-        return gradients.sum(0), (gradients**2).sum(0)
-
-    sums, squares = jax.lax.map(moments, indices)
-    mean = sums.sum(0) / count
-    variance = jnp.maximum(squares.sum(0) / count - mean**2, 0.0)
+    mean, mean_square = per_example_gradient_moments(problem, params, num_examples=num_examples)
+    variance = jnp.maximum(mean_square - mean**2, 0.0)
     b = min(sampler.batch_size, problem.n)
     minibatch_variance = variance / b * (problem.n - b) / max(problem.n - 1, 1)
     if sampler.preconditioner == "rmsprop":
-        mean_square = nbeta**2 * (mean**2 + minibatch_variance)
-        diagonal = 1.0 / (RMSPROP_DAMPING + jnp.sqrt(mean_square))
+        stationary_square = nbeta**2 * (mean**2 + minibatch_variance)
+        diagonal = 1.0 / (RMSPROP_DAMPING + jnp.sqrt(stationary_square))
     else:
         diagonal = jnp.ones_like(mean)
     per_weight = diagonal * minibatch_variance

@@ -32,8 +32,9 @@ import pandas as pd
 import xarray as xr
 
 from slt.estimators.local.calibration import llc_calibrate
+from slt.estimators.local.center import MinimumCheck, minimum_check, start_scale
+from slt.estimators.local.diagnostics import RunNote, diagnose, warning_name
 from slt.estimators.local.posterior import (
-    MAX_DRIFT,
     LocalPosterior,
     check_local_run,
     drifting,
@@ -55,10 +56,7 @@ from slt.validation import warn_caller
 
 __all__ = ["LLCResult", "LocalPart", "LocalRun", "llc", "local_runs"]
 
-# Acceptance below this, or more than this fraction of draws under L_n(w*), earns a warning.
-LOW_ACCEPTANCE = 0.5
-NEGATIVE_FRACTION = 0.5
-# A configurational temperature further than this from 1 (and 3 standard errors) earns a warning.
+# step_size="auto" repeats a run whose temperature exceeds 1 by this (and a standard error).
 HOT_TEMPERATURE = 0.1
 # step_size="auto" halves a calibrated step whose run is hot at most this many times.
 AUTO_HALVINGS = 3
@@ -104,13 +102,18 @@ class LLCResult(Persistable):
       diverged_at: per chain, the step of divergence (-1 if none); suggested_step_size: a
         smaller step size when any chain diverged, else None.
       compile_time, run_time: seconds.
-      warnings: the diagnostics' plain-language warnings.
+      warnings: the diagnostics' plain-language warnings, each starting with its name
+        (`warning_names`; `slt.estimators.local.diagnostics`: what each means, its
+        threshold and its remedy).
       distance_trace: (chain, draw) ||w_t - w*||.
       extrapolated: whether the run used Richardson extrapolation over twin chains at
         step_size and step_size / 2 (`SGLD(extrapolate=True)`); each chain is then a twin pair
         and its traces are the combinations 2 x_{eps/2} - x_eps.
       sampled_weights: how many weights the chains moved: all d, or those `restrict_to`
         selected (the weight-refined LLC; the others stayed at w*).
+      gradient_z, shortfall: whether w* is a minimum of L_n (`slt.estimators.local.center`):
+        the gradient's score statistic above its value at a population minimum, in its
+        standard deviations, and the expected shortfall of lambda_hat it causes.
     """
 
     llc_mean: float
@@ -141,6 +144,8 @@ class LLCResult(Persistable):
     drift_z: float = float("nan")
     sampled_weights: int | None = None
     sampler: str = "SGLD"
+    gradient_z: float = float("nan")
+    shortfall: float = float("nan")
 
     @property
     def num_chains(self) -> int:
@@ -149,6 +154,12 @@ class LLCResult(Persistable):
     @property
     def num_samples(self) -> int:
         return self.loss_trace.shape[1]
+
+    @property
+    def warning_names(self) -> tuple[str, ...]:
+        """The names of the warnings (`slt.estimators.local.diagnostics`), e.g. "ColdChains";
+        empty for a run that raised none."""
+        return tuple(warning_name(message) for message in self.warnings)
 
     def llc_trace(self) -> np.ndarray:
         """n beta (L_b(w_t) - L_b(w*)) per chain and draw: the per-draw lambda estimates."""
@@ -178,6 +189,7 @@ class LLCResult(Persistable):
                     "diverged_chains": int(np.sum(self.diverged_at >= 0)),
                     "compile_s": self.compile_time,
                     "run_s": self.run_time,
+                    "warnings": ", ".join(self.warning_names),
                 }
             ]
         )
@@ -389,11 +401,17 @@ def local_runs(problem: Problem, centers: list[Params], parts: list[LocalPart],
     repeats = [0] * len(parts)
     notes: list[list[str]] = [list(notes) for _ in parts]
     repeat_when_hot = calibrates(sampler) and plan.checkpoint is None
+    scales = None if plan.start == "center" else [
+        start_scale(problem, center, nbeta=posterior.nbeta, gamma=posterior.gamma)
+        for center in centers]
+    minima = [minimum_check(problem, centers[part.center], nbeta=posterior.nbeta,
+                            gamma=posterior.gamma, mask=part.mask) for part in parts]
     pending = list(range(len(parts)))
     while pending:
         trace = run_chains(
             problem, centers if len(centers) > 1 else centers[0], key,
-            _targets(problem, posterior, [parts[i] for i in pending], several=len(centers) > 1),
+            _targets(problem, posterior, [parts[i] for i in pending], scales,
+                     several=len(centers) > 1),
             sampler=sampler, plan=plan, observables=observables, description=description,
         )
         num_chains, num_warmup = plan.num_chains, plan.num_warmup
@@ -421,14 +439,16 @@ def local_runs(problem: Problem, centers: list[Params], parts: list[LocalPart],
                 batch_size=min(sampler.batch_size, problem.n) if isinstance(sampler, SGLD)
                 else problem.n, notes=notes[index],
                 sampled_weights=problem.dim if part.mask is None else int(part.mask.sum()),
+                minimum=minima[index],
             ), own
         pending, plan = repeat, replace(plan, num_warmup=2 * plan.num_warmup)
     return results
 
 
-def _targets(problem: Problem, posterior: LocalPosterior, parts: list[LocalPart], *,
-             several: bool) -> ChainTargets:
-    """The `ChainTargets` of `parts` (one entry each) under `posterior`."""
+def _targets(problem: Problem, posterior: LocalPosterior, parts: list[LocalPart],
+             scales: list[np.ndarray] | None, *, several: bool) -> ChainTargets:
+    """The `ChainTargets` of `parts` (one entry each) under `posterior`, the chains started
+    apart by the `start_scale` of their centre (`scales`, one per centre; None: at it)."""
     masks = [part.mask for part in parts]
     restricted = any(mask is not None for mask in masks)
     return ChainTargets(
@@ -439,6 +459,7 @@ def _targets(problem: Problem, posterior: LocalPosterior, parts: list[LocalPart]
         center_of_part=np.array([part.center for part in parts]) if several else None,
         mask=np.stack([np.ones(problem.dim, bool) if mask is None else mask for mask in masks])
         if restricted else None,
+        start_scale=None if scales is None else np.stack([scales[part.center] for part in parts]),
     )
 
 
@@ -483,10 +504,11 @@ def _temperature(trace, num_warmup) -> tuple[float, float]:
 
 
 def summarise_trace(trace: ChainTrace, run: LocalRun, step_size: float, *, batch_size: int,
-                    notes=(), sampled_weights: int | None = None) -> LLCResult:
+                    notes=(), sampled_weights: int | None = None,
+                    minimum: MinimumCheck | None = None) -> LLCResult:
     """Turn a `ChainTrace` of `run` (warmup included) into an `LLCResult` (estimate,
     standard error, diagnostics); `step_size` is the one the chains used (an exact sampler's
-    adapted step: the median over its chains)."""
+    adapted step: the median over its chains); `minimum`: the centre's `MinimumCheck`."""
     posterior, sampler, plan = run
     nbeta, num_warmup = posterior.nbeta, plan.num_warmup
     loss = trace.loss[:, num_warmup:]
@@ -532,64 +554,16 @@ def summarise_trace(trace: ChainTrace, run: LocalRun, step_size: float, *, batch
         drift_z=trace_drift(kept),
         sampled_weights=sampled_weights,
         sampler=type(sampler).__name__,
+        **({} if minimum is None else minimum._asdict()),
     ), kept, notes)
 
 
 def _with_warnings(result: LLCResult, kept: np.ndarray, notes) -> LLCResult:
-    """`result` with its warnings: `notes`, then what its diagnostics earn (`_diagnostics`),
-    each also issued as a Python warning (attributed to the caller of `llc`, `llc_table`,
-    ...: `warn_caller`)."""
-    messages = [*notes, *_diagnostics(result, kept)]
-    for message in messages:
-        warn_caller(message)
-    return replace(result, warnings=tuple(messages))
-
-
-def _diagnostics(result: LLCResult, kept: np.ndarray) -> list[str]:
-    """The plain-language warnings a run earns: diverged chains, low MALA acceptance, draws
-    below L_n(w*), hot or cold chains, R-hat, drift between the halves of `kept` (the
-    non-diverged chains' per-draw estimates)."""
-    messages = []
-    diverged = result.diverged_at >= 0
-    if diverged.any():
-        steps = ", ".join(str(int(s)) for s in result.diverged_at[diverged])
-        messages.append(
-            f"{int(diverged.sum())} chain(s) diverged (at step {steps}) and were stopped; "
-            f"try step_size={result.suggested_step_size:.3g}"
-        )
-    exact = result.sampler != "SGLD"  # Metropolis-adjusted: its acceptance costs no bias
-    if not exact and result.mala_acceptance < LOW_ACCEPTANCE:
-        messages.append(
-            f"MALA acceptance {result.mala_acceptance:.2f} is low: the step size is too large"
-        )
-    if result.fraction_below_init > NEGATIVE_FRACTION:
-        messages.append(
-            f"{result.fraction_below_init:.0%} of draws lie below L_n(w*): w* is not a local "
-            f"minimum (lambda_hat {result.llc_mean:.3g}); fit it first or increase gamma"
-        )
-    temperature, temperature_se = result.temperature, result.temperature_std_error
-    if temperature - 1 > max(HOT_TEMPERATURE, 3 * temperature_se):
-        remedy = ("the exact sampler has not reached equilibrium: warm up longer" if exact else
-                  "use a smaller step size or SGLD(extrapolate=True)")
-        messages.append(
-            f"the chains run hot (configurational temperature {temperature:.2f} ± "
-            f"{temperature_se:.2f}): lambda_hat may be up to {temperature - 1:.0%} too high; "
-            f"{remedy}"
-        )
-    elif 1 - temperature > max(HOT_TEMPERATURE, 3 * temperature_se):
-        messages.append(
-            f"the chains are cold (configurational temperature {temperature:.2f} ± "
-            f"{temperature_se:.2f}): they have not reached the local posterior; warm up "
-            "longer" + ("" if exact else " or use a larger step size")
-        )
-    if result.rhat > 1.1:
-        messages.append(f"R-hat {result.rhat:.2f} > 1.1: chains disagree; run and warm up longer")
-    if result.drift_z > MAX_DRIFT:
-        first, second = (kept[:, part].mean() for part in np.array_split(
-            np.arange(kept.shape[1]), 2))
-        messages.append(
-            f"lambda_hat drifts from {first:.3g} (first half of the draws) to {second:.3g} "
-            f"(second half), {result.drift_z:.1f} standard errors: the chains have not "
-            "settled; warm up longer (num_warmup) or draw more"
-        )
-    return messages
+    """`result` with its warnings: `notes` (`RunNote`), then what its diagnostics earn
+    (`slt.estimators.local.diagnostics.diagnose`), each also issued as a Python warning of
+    its category (attributed to the caller of `llc`, `llc_table`, ...: `warn_caller`)."""
+    found = [(RunNote, note if note.startswith("RunNote: ") else f"RunNote: {note}")
+             for note in notes] + diagnose(result, kept)
+    for category, message in found:
+        warn_caller(message, category)
+    return replace(result, warnings=tuple(message for _, message in found))

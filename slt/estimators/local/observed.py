@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from slt.estimators.local.diagnostics import MAX_RHAT, ChainsDisagree, TooFewDraws
 from slt.estimators.local.llc import LLCResult, LocalRun
 from slt.estimators.local.parts import part_runs
 from slt.estimators.local.posterior import check_local_run
@@ -52,8 +53,6 @@ __all__ = [
     "rhat",
 ]
 
-# An observable whose R-hat exceeds this earns a warning (the usual threshold, as for llc).
-MAX_RHAT = 1.1
 
 
 def example_batch(problem: Problem, examples, name: str) -> tuple[dict, np.ndarray | None]:
@@ -205,15 +204,23 @@ def rhat(count, means, variances) -> np.ndarray:
 
 def observation_warnings(run: LLCResult, rhats: dict[str, np.ndarray]) -> tuple[str, ...]:
     """The run's warnings, then one per group of observables whose largest R-hat exceeds
-    MAX_RHAT (also issued as a Python warning)."""
+    MAX_RHAT (`ChainsDisagree`) or whose R-hat is undefined everywhere (`TooFewDraws`: fewer
+    than two observations per chain, or fewer than two chains); each also issued as a Python
+    warning of its category."""
     own = []
     for what, values in rhats.items():
-        if np.isfinite(values).any() and np.nanmax(values) > MAX_RHAT:
-            own.append(f"R-hat of the {what} up to {np.nanmax(values):.2f} > {MAX_RHAT}: "
-                       "the chains disagree; run and warm up longer")
-    for message in own:
-        warn_caller(message)
-    return (*run.warnings, *own)
+        if not np.isfinite(values).any():
+            own.append((TooFewDraws, f"TooFewDraws: R-hat of the {what} is undefined (fewer "
+                        "than two observations per chain, or one chain): the chains cannot "
+                        "be compared and the statistics rest on too few draws; observe more "
+                        "often (RunPlan.observe_every), draw more, or run more chains"))
+        elif np.nanmax(values) > MAX_RHAT:
+            own.append((ChainsDisagree, f"ChainsDisagree: R-hat of the {what} up to "
+                        f"{np.nanmax(values):.2f} > {MAX_RHAT}: the chains disagree; run and "
+                        "warm up longer"))
+    for category, message in own:
+        warn_caller(message, category)
+    return (*run.warnings, *(message for _, message in own))
 
 
 def cluster_order(rows: np.ndarray) -> np.ndarray:
