@@ -14,6 +14,7 @@ the same cells as its source, so a notebook changed without `make notebooks` fai
 import base64
 import io
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -46,6 +47,27 @@ def shrink_figures(notebook) -> None:
             data["image/png"] = base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
+# tqdm.auto's complaint, in a kernel without ipywidgets, that it draws text bars instead of
+# widgets: a line about this machine's Jupyter, not about the notebook.
+_IPROGRESS = re.compile(r"^.*TqdmWarning: IProgress not found.*\n(?:\s+from \.autonotebook.*\n)?",
+                        flags=re.M)
+
+
+def drop_iprogress_warnings(notebook) -> None:
+    """Remove tqdm's IProgress warning from the stderr outputs (and outputs left empty)."""
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        kept = []
+        for output in cell.outputs:
+            if output.output_type == "stream" and output.name == "stderr":
+                output.text = _IPROGRESS.sub("", output.text)
+                if not output.text.strip():
+                    continue
+            kept.append(output)
+        cell.outputs = kept
+
+
 def execute(source: Path, target: Path) -> float:
     """Run `source` in a fresh kernel, write it with its outputs to `target`; the seconds taken."""
     notebook = nbformat.read(source, as_version=4)
@@ -61,6 +83,7 @@ def execute(source: Path, target: Path) -> float:
     seconds = time.perf_counter() - start
     for cell in notebook.cells:  # timestamps would change every copy on every run
         cell.metadata.pop("execution", None)
+    drop_iprogress_warnings(notebook)
     shrink_figures(notebook)
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, target)
