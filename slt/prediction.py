@@ -112,17 +112,20 @@ class Prediction:
         model.__name__ = getattr(self.predict_fn, "__name__", "predict_fn")
         return model
 
-    def check(self, params: Any, data: Mapping[str, jax.Array]) -> None:
+    def check(self, params: Any, data: Mapping[str, jax.Array], where: str = "from_predict"
+              ) -> None:
         """Raise InputError unless the outputs at `params` fit the data's y and the family.
 
-        Checks the data keys, that predict_fn returns one row per example with y's shape
-        (+ (K,) for "categorical"), and that y holds what the family observes (0/1, labels in
-        [0, K), non-negative counts).
+        Checks the data keys, that predict_fn returns one finite row per example with y's
+        shape (+ (K,) for "categorical"), that y holds what the family observes (0/1, labels
+        in [0, K), non-negative counts), and that the Gaussian scale is one per output (it
+        broadcasts against one example's outputs without enlarging them). `where` starts the
+        messages: "from_predict", or the argument that gave `data` (a query set).
         """
         for role, key in (("inputs", self.input_name), ("outputs", self.output_name)):
             if key not in data:
                 raise InputError(
-                    f"from_predict: the data have no {role} {key!r} (keys: {sorted(data)}); "
+                    f"{where}: the data have no {role} {key!r} (keys: {sorted(data)}); "
                     f"name them with {'x' if role == 'inputs' else 'y'}="
                 )
         x, y = data[self.input_name], data[self.output_name]
@@ -136,36 +139,58 @@ class Prediction:
             what = "y's shape + (number of classes,)" if self.likelihood == "categorical" \
                 else "y's shape"
             raise InputError(
-                f"from_predict: predict_fn(params, x) has shape {tuple(jnp.shape(outputs))}; "
+                f"{where}: predict_fn(params, x) has shape {tuple(jnp.shape(outputs))}; "
                 f"a {self.likelihood} likelihood needs {what}, y has shape {tuple(y.shape)}"
             )
-        self._check_outputs(np.asarray(y), int(outputs.shape[-1]))
+        bad = ~np.isfinite(np.asarray(outputs))
+        if bad.any():
+            example = int(np.unravel_index(np.argmax(bad), bad.shape)[0])
+            raise InputError(
+                f"{where}: predict_fn(params, x) returned {int(bad.sum())} non-finite "
+                f"output(s) (NaN or inf), the first for example {example} of "
+                f"{self.input_name!r}: check the prediction function and params"
+            )
+        self._check_outputs(np.asarray(y), int(outputs.shape[-1]), where)
         if self.likelihood == "gaussian":
-            scale = np.asarray(self.scale, dtype=float)
-            if not (np.all(np.isfinite(scale)) and np.all(scale > 0)):
-                raise InputError(f"from_predict: scale must be finite and > 0, got {self.scale}")
-            try:
-                np.broadcast_shapes(scale.shape, tuple(y.shape[1:]))
-            except ValueError:
-                raise InputError(
-                    f"from_predict: scale of shape {scale.shape} does not broadcast against "
-                    f"one example's outputs {tuple(y.shape[1:])}"
-                ) from None
+            self._check_scale(tuple(y.shape[1:]), outputs.dtype, where)
 
-    def _check_outputs(self, y: np.ndarray, num_classes: int) -> None:
+    def _check_scale(self, example_shape: tuple[int, ...], dtype, where: str) -> None:
+        """The Gaussian sd: finite and > 0 in the outputs' float dtype (1e-50 is 0 in
+        float32), and one per output: it broadcasts against one example's outputs without
+        enlarging them (a scale of 3 entries for 1 output would count each example 3 times;
+        one scale per example is not an observation model)."""
+        scale = np.asarray(self.scale)
+        if scale.dtype.kind in "iuf":
+            with np.errstate(over="ignore", under="ignore"):
+                scale = scale.astype(dtype)
+        if scale.dtype.kind != "f" or not (np.all(np.isfinite(scale)) and np.all(scale > 0)):
+            raise InputError(f"{where}: scale must be finite and > 0 in {np.dtype(dtype)}, got "
+                             f"{self.scale!r}")
+        try:
+            fits = np.broadcast_shapes(scale.shape, example_shape) == example_shape
+        except ValueError:
+            fits = False
+        if not fits:
+            raise InputError(
+                f"{where}: scale has shape {scale.shape}; it must be a float or one sd per "
+                f"output, broadcasting against one example's outputs {example_shape} "
+                f"(y.shape[1:]) without enlarging them"
+            )
+
+    def _check_outputs(self, y: np.ndarray, num_classes: int, where: str) -> None:
         name = self.output_name
         if self.likelihood == "bernoulli" and not np.all((y == 0) | (y == 1)):
-            raise InputError(f"from_predict: a bernoulli likelihood needs {name} in {{0, 1}}")
+            raise InputError(f"{where}: a bernoulli likelihood needs {name} in {{0, 1}}")
         if self.likelihood == "poisson" and not np.all((y >= 0) & (y == np.round(y))):
-            raise InputError(f"from_predict: a poisson likelihood needs counts {name} >= 0")
+            raise InputError(f"{where}: a poisson likelihood needs counts {name} >= 0")
         if self.likelihood == "categorical":
             if not np.issubdtype(y.dtype, np.integer):
                 raise InputError(
-                    f"from_predict: a categorical likelihood needs integer class labels "
+                    f"{where}: a categorical likelihood needs integer class labels "
                     f"{name}, got dtype {y.dtype} (use y.astype(int))"
                 )
             if np.any((y < 0) | (y >= num_classes)):
                 raise InputError(
-                    f"from_predict: class labels {name} must lie in [0, {num_classes}) "
+                    f"{where}: class labels {name} must lie in [0, {num_classes}) "
                     f"(predict_fn gives {num_classes} logits), got {y.min()}..{y.max()}"
                 )

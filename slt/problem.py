@@ -294,8 +294,10 @@ class Problem:
 
         Raises:
           InputError (a ValueError): an unknown likelihood, data without x or y, outputs not
-            shaped like y (plus a class axis for "categorical"), y outside what the family
-            observes (0/1, integer labels in [0, K), counts), and what `from_loss` refuses.
+            shaped like y (plus a class axis for "categorical") or not finite at params, y
+            outside what the family observes (0/1, integer labels in [0, K), counts), a
+            scale that is not finite and > 0 or not one per output (a scale that broadcasts
+            an example's outputs to a larger shape), and what `from_loss` refuses.
 
         Example:
           >>> def predict(params, x):

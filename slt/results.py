@@ -40,6 +40,10 @@ the customary suffix), atomically. Its root group holds
 * one variable per numpy or JAX array, named after its field path (e.g. ``loss_trace``,
   ``run.betas``, ``wbic_results.0.nll``) with dimensions ``<name>#0``, ``<name>#1``, ...
   Arrays keep their dtype (bool, integer, float, str) exactly; JAX arrays load as JAX arrays.
+* checksums: the CRC-32 of every array (its values and shape) in its manifest entry, of every
+  subgroup variable in the subgroup's entry, and of the manifest in the root attribute
+  ``slt_manifest_crc32``. `load` verifies them, so a file whose data bytes were overwritten
+  is refused (HDF5 itself catches damage to its headers and truncation, not to data).
 
 xarray Datasets and DataArrays go to subgroups named after their field path, one subgroup per
 InferenceData group (``<path>.posterior``, ...), so any NetCDF reader can open them; their
@@ -76,6 +80,7 @@ import os
 import re
 import secrets
 import shutil
+import zlib
 from collections.abc import Callable, Iterator
 from fractions import Fraction
 from pathlib import Path
@@ -164,6 +169,8 @@ MOVED_MODULES: dict[str, str] = {
 }
 ENGINE = "h5netcdf"  # NetCDF-4: groups, int64 and variable-length strings (NetCDF-3 has none)
 MANIFEST = "slt_manifest"
+# The root attribute holding the manifest's CRC-32 (every array's is in the manifest).
+MANIFEST_CHECKSUM = "slt_manifest_crc32"
 DATAARRAY_VARIABLE = "__xarray_dataarray_variable__"  # xarray's own name for a lone DataArray
 # numpy dtype kinds stored as arrays: bool, signed / unsigned integer, float, str; object
 # arrays are accepted when every element is a str.
@@ -350,7 +357,8 @@ def save(result: Any, path: str | os.PathLike, *, overwrite: bool = False) -> Pa
     root = xr.Dataset(
         {**encoder.arrays, MANIFEST: xr.Variable((), json.dumps(manifest))},
         attrs={"slt_format": FORMAT, "slt_format_version": FORMAT_VERSION,
-               "slt_class": _class_name(type(result))},
+               "slt_class": _class_name(type(result)),
+               MANIFEST_CHECKSUM: _checksum(json.dumps(manifest))},
     )
 
     def write(tmp: Path) -> None:
@@ -373,7 +381,8 @@ def load(path: str | os.PathLike) -> Any:
     Raises:
       FileNotFoundError: no such file.
       ValueError: the file is not NetCDF, is NetCDF but not an slt result, was written by a
-        newer format version, or is damaged.
+        newer format version, or is damaged (an array, subgroup variable or the manifest
+        that does not match the checksum written with it included).
     """
     path = Path(path)
     if not path.is_file():
@@ -397,13 +406,39 @@ def load(path: str | os.PathLike) -> Any:
             f"of slt reads versions up to {FORMAT_VERSION}: upgrade slt to load it"
         )
     try:
-        return _Decoder(path, root, version).decode(
-            json.loads(str(root[MANIFEST].values.item())))
+        text = str(root[MANIFEST].values.item())
+        _verify(root.attrs.get(MANIFEST_CHECKSUM), text, "the manifest")
+        return _Decoder(path, root, version).decode(json.loads(text))
     except (KeyError, IndexError, TypeError, ValueError, OSError) as error:
         raise ValueError(
             f"{str(path)!r} is damaged or was written by an incompatible version of slt: "
             f"{type(error).__name__}: {error}"
         ) from error
+
+
+def _checksum(value: Any) -> str:
+    """The CRC-32 of an array's values and shape (of a string's UTF-8 bytes), as 8 hex
+    digits: what `save` writes beside every array and `load` verifies.
+
+    Strings are hashed as text, so that an object array of str and the fixed-width str array
+    NetCDF returns for it agree.
+    """
+    if isinstance(value, str):
+        return f"{zlib.crc32(value.encode()):08x}"
+    array = np.asarray(value)
+    if array.dtype.kind in "OUS":
+        data = "\x1f".join(str(item) for item in array.ravel()).encode()
+    else:
+        data = np.ascontiguousarray(array).tobytes()
+    return f"{zlib.crc32(data, zlib.crc32(repr(array.shape).encode())):08x}"
+
+
+def _verify(expected: str | None, value: Any, what: str) -> None:
+    """Raise ValueError when `value`'s `_checksum` is not `expected` (None: a file written
+    before checksums, nothing to verify)."""
+    if expected is not None and _checksum(value) != expected:
+        raise ValueError(f"{what} does not match the checksum written with it: the file's "
+                         f"bytes changed after it was saved")
 
 
 def _class_name(cls: type) -> str:
@@ -505,7 +540,7 @@ class _Encoder:
         name = self._name(path.lstrip("."))
         self.arrays[name] = xr.Variable([f"{name}#{i}" for i in range(array.ndim)], array)
         return {"type": "array", "var": name, "dtype": array.dtype.str,
-                "jax": isinstance(value, jax.Array)}
+                "jax": isinstance(value, jax.Array), "crc32": _checksum(array)}
 
     def _frame(self, frame: pd.DataFrame, path: str) -> dict:
         for axis in (frame.index, frame.columns):
@@ -529,7 +564,9 @@ class _Encoder:
         name = self._name(path.lstrip("."))
         self.groups[name] = dataset.copy(deep=False)
         self.groups[name].attrs = {}
-        return {"group": name, "attrs": self._mapping(dict(dataset.attrs), f"{path}.attrs")}
+        return {"group": name, "attrs": self._mapping(dict(dataset.attrs), f"{path}.attrs"),
+                "crc32": {key: _checksum(variable.values)
+                          for key, variable in dataset.variables.items()}}
 
 
 class _Decoder:
@@ -579,11 +616,15 @@ class _Decoder:
 
     def _dataset(self, node: dict) -> xr.Dataset:
         dataset = _read_group(self.path, node["group"])
+        for key, expected in node.get("crc32", {}).items():
+            _verify(expected, dataset.variables[key].values, f"variable {key!r} of group "
+                   f"{node['group']!r}")
         dataset.attrs = {key: self.decode(value) for key, value in node["attrs"].items()}
         return dataset
 
     def _array(self, node: dict):
         array = np.asarray(self.root[node["var"]].values).astype(np.dtype(node["dtype"]))
+        _verify(node.get("crc32"), array, f"the array {node['var']!r}")
         return jnp.asarray(array) if node["jax"] else array
 
     def _record(self, node: dict) -> Any:

@@ -40,8 +40,10 @@ __all__ = [
     "call_naming_shapes",
     "require_bool",
     "require_callable",
+    "require_choices",
     "require_data",
     "require_finite_tree",
+    "require_float_array",
     "require_in_interval",
     "require_instance",
     "require_int",
@@ -59,10 +61,31 @@ class InputError(ValueError, TypeError):
     """An argument of a public function is invalid; the message names it and what is allowed."""
 
 
+# The largest integer an argument may be: what a NumPy / JAX int64 holds (a count beyond it
+# cannot become an array shape, an index or a log's argument).
+MAX_INT = np.iinfo(np.int64).max
+# Parameter dtypes the samplers and the geometry compute in (float16 / bfloat16 have no
+# Gaussian draws in jax.random, and too few bits for a Langevin step).
+PARAM_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _is_real_number(value: Any) -> bool:
+    if isinstance(value, bool | np.bool_):
+        return False
+    if isinstance(value, numbers.Integral):  # a Python int beyond int64 too
+        return True
     return isinstance(value, numbers.Real | np.ndarray | jax.Array) and np.ndim(value) == 0 and (
         np.asarray(value).dtype.kind in "iuf"
-    ) and not isinstance(value, bool | np.bool_)
+    )
+
+
+def _float(value: Any) -> float:
+    """A real number as a float; a Python int too large for one as +-inf (refused as not
+    finite, not raised as OverflowError)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return float("inf") if value > 0 else float("-inf")
 
 
 def warn_caller(message: str, category: type[Warning] = UserWarning) -> None:
@@ -76,18 +99,26 @@ def warn_caller(message: str, category: type[Warning] = UserWarning) -> None:
 
 
 def require_int(name: str, value: Any, *, minimum: int | None = None) -> int:
-    """`value` as an int >= `minimum`; bools, non-integral floats and NaN are refused.
+    """`value` as an int >= `minimum` and <= `MAX_INT` (an int64); bools, non-integral floats
+    and NaN are refused.
 
     Raises:
-      InputError: `value` is not an integer (a float such as 2.0 counts as one) or is below
-        `minimum`.
+      InputError: `value` is not an integer (a float such as 2.0 counts as one), is below
+        `minimum` or does not fit an int64 (1e300, 10**20).
     """
     bound = "" if minimum is None else f" >= {minimum}"
-    if not _is_real_number(value) or not np.isfinite(value) or value != int(value):
+    if not _is_real_number(value) or (
+        not isinstance(value, numbers.Integral)
+        and (not np.isfinite(value) or value != int(value))
+    ):
         raise InputError(f"{name} must be an integer{bound}, got {value!r}")
     result = int(value)
     if minimum is not None and result < minimum:
         raise InputError(f"{name} must be an integer{bound}, got {result}")
+    if abs(result) > MAX_INT:
+        raise InputError(
+            f"{name} must be an integer{bound} that fits a 64-bit integer (at most {MAX_INT}), "
+            f"got {value!r}")
     return result
 
 
@@ -118,7 +149,7 @@ def require_positive(name: str, value: Any, *, allow_zero: bool = False) -> floa
     allowed = ">= 0" if allow_zero else "> 0"
     if not _is_real_number(value):
         raise InputError(f"{name} must be a finite number {allowed}, got {value!r}")
-    result = float(value)
+    result = _float(value)
     if not np.isfinite(result) or result < 0 or (result == 0 and not allow_zero):
         raise InputError(f"{name} must be a finite number {allowed}, got {result!r}")
     return result
@@ -147,9 +178,26 @@ def require_in_interval(
     """
     interval = f"[{low}, {high}]" if closed else f"({low}, {high})"
     inside = (lambda v: low <= v <= high) if closed else (lambda v: low < v < high)
-    if not _is_real_number(value) or not inside(float(value)):
+    if not _is_real_number(value) or not inside(_float(value)):
         raise InputError(f"{name} must be a number in {interval}, got {value!r}")
     return float(value)
+
+
+def require_float_array(name: str, values: Any, *, allow_bool: bool = False) -> np.ndarray:
+    """`values` (a number, a sequence or an array of numbers) as a float64 NumPy array.
+
+    Raises:
+      InputError: anything but integers and floats (and booleans, with `allow_bool`: data
+        such as 0/1 observations): strings (even "0.5"), None, dicts, nested sequences of
+        different lengths.
+    """
+    try:
+        array = np.asarray(values)
+    except ValueError:  # a ragged nested sequence
+        array = None
+    if array is None or array.dtype.kind not in ("biuf" if allow_bool else "iuf"):
+        raise InputError(f"{name} must be a number or an array of numbers, got {values!r}")
+    return array.astype(np.float64)
 
 
 def require_one_of(name: str, value: Any, choices: Collection) -> Any:
@@ -162,6 +210,24 @@ def require_one_of(name: str, value: Any, choices: Collection) -> Any:
         listed = ", ".join(repr(choice) for choice in choices)
         raise InputError(f"{name} must be one of {listed}; got {value!r}")
     return value
+
+
+def require_choices(name: str, value: Any, choices: Collection) -> tuple:
+    """`value` as a tuple of entries of `choices`: one of them (a string), or a
+    non-empty sequence of them.
+
+    Raises:
+      InputError: None, an empty sequence, a non-string entry or one not among `choices`;
+        the message lists the choices.
+    """
+    listed = ", ".join(repr(choice) for choice in choices)
+    entries = (value,) if isinstance(value, str) else value
+    if not isinstance(entries, Collection) or isinstance(entries, Mapping) or not entries:
+        raise InputError(f"{name} must be one or a sequence of {listed}; got {value!r}")
+    unknown = [entry for entry in entries if not isinstance(entry, str) or entry not in choices]
+    if unknown:
+        raise InputError(f"{name}: unknown {unknown[0]!r}; available: {listed}")
+    return tuple(entries)
 
 
 def require_callable(name: str, value: Any, *, optional: bool = False) -> Any:
@@ -204,16 +270,21 @@ def require_instance(name: str, value: Any, cls: type, what: str) -> Any:
 
 
 def require_finite_tree(tree: Any, name: str) -> Any:
-    """`tree` if every leaf is a finite float array.
+    """`tree` if every leaf is a finite float32 or float64 array.
 
     Raises:
-      InputError: naming the first leaf that is not a float array or not finite.
+      InputError: naming the first leaf that is not a float array (float16 and bfloat16
+        included: slt computes in float32 or float64) or not finite.
     """
     for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
         label = f"{name}{jax.tree_util.keystr(path)}"
         array = np.asarray(leaf)
         if array.dtype.kind != "f":
             raise InputError(f"{label} has dtype {array.dtype}; parameters must be floats")
+        if array.dtype not in PARAM_DTYPES:
+            raise InputError(
+                f"{label} has dtype {array.dtype}; parameters must be float32 or float64 "
+                f"(e.g. {name} = jax.tree.map(lambda a: a.astype(jnp.float32), {name}))")
         bad = ~np.isfinite(array)
         if bad.any():
             raise InputError(
@@ -234,6 +305,13 @@ def require_params(problem: Any, params: Any, name: str = "params") -> Any:
     if jax.tree_util.tree_structure(params) != jax.tree_util.tree_structure(expected):
         given = sorted(params) if isinstance(params, Mapping) else type(params).__name__
         wanted = sorted(expected) if isinstance(expected, Mapping) else "the model's pytree"
+        if given == wanted:  # the same sites: a leaf given as a list or a tuple, not an array
+            site = next(site for site in wanted if jax.tree_util.tree_structure(params[site])
+                        != jax.tree_util.tree_structure(expected[site]))
+            raise InputError(
+                f"{name}[{site!r}] is a {type(params[site]).__name__}, not an array: give "
+                f"jnp.asarray(...) of shape {np.shape(expected[site])} for each site"
+            )
         raise InputError(
             f"{name} must have the structure of problem.init(key) (sites {wanted}), got {given}"
         )

@@ -146,3 +146,22 @@ def test_sgld_wbic_stops_on_a_keyboard_interrupt_keeps_finished_chunks_and_resum
     resumed = run(KEY, checkpoint=path)
     assert saves.units[2:] == list(range(3, 11))
     assert_bitwise_equal(reference, resumed)
+
+
+def test_an_adaptive_run_resumes_to_the_same_length_and_numbers(tmp_path, saves):
+    """RunPlan's "auto" lengths are decided from the recorded traces alone
+    (`slt.samplers.run_length`), so a run interrupted and resumed stops where the uninterrupted
+    one did, with the same draws; and the same key gives the same numbers."""
+    run = functools.partial(run_llc, num_warmup="auto", num_samples="auto", max_steps=3000,
+                            chunk_size=100)
+    reference = run(KEY)
+    steps = reference.num_warmup + reference.num_samples
+    assert reference.num_warmup % 100 == 0 and reference.num_samples >= 400
+    assert reference.gradients == 2 * 10 * -(-steps // 100) * 100 and reference.stop_reason
+    path = tmp_path / "auto.npz"
+    saves.interrupt_at = 2
+    with pytest.raises(Interrupted):
+        run(KEY, checkpoint=path)
+    saves.interrupt_at = None
+    assert_bitwise_equal(reference, run(KEY, checkpoint=path))
+    assert_bitwise_equal(reference, run(KEY))

@@ -11,6 +11,7 @@ import warnings
 from pathlib import Path
 
 import arviz as az
+import h5py
 import jax
 import jax.numpy as jnp
 import matplotlib
@@ -42,9 +43,11 @@ from slt.geometry.slices import MatrixFree, fisher_slice
 from slt.geometry.stochastic_trace import fisher_summary
 from slt.results import (
     FORMAT_VERSION,
+    MANIFEST_CHECKSUM,
     MOVED_MODULES,
     RENAMED_FIELDS,
     Persistable,
+    _checksum,
     atomic_path,
     atomic_write,
     load,
@@ -358,8 +361,9 @@ def _rewrite_root(source, target, **changes):
     with xr.open_dataset(source, engine="h5netcdf") as root:
         root = root.load()
     manifest = changes.pop("manifest", None)
-    if manifest is not None:
+    if manifest is not None:  # as slt would have written it: with the manifest's checksum
         root["slt_manifest"] = xr.Variable((), manifest)
+        root.attrs[MANIFEST_CHECKSUM] = _checksum(manifest)
     root.attrs.update(changes)
     root.to_netcdf(target, engine="h5netcdf")
     return target
@@ -396,6 +400,27 @@ def test_foreign_corrupt_and_newer_files_are_refused_clearly(results, tmp_path):
         load(truncated)
 
 
+def _overwrite_bytes(path, variable):
+    """Flip 8 bytes of `variable`'s stored values ("group/name" in a subgroup), leaving
+    HDF5's headers intact: damage that HDF5 itself does not detect."""
+    with h5py.File(path, "r") as file:
+        offset = file[variable].id.get_offset()
+    with open(path, "r+b") as handle:
+        handle.seek(offset)
+        damaged = bytes(byte ^ 0xFF for byte in handle.read(8))
+        handle.seek(offset)
+        handle.write(damaged)
+
+
+@pytest.mark.parametrize("name,variable", [("LLCResult", "loss_trace"),
+                                           ("FisherScan", "dataset/loss")])
+def test_overwritten_array_bytes_are_refused_on_load(results, tmp_path, name, variable):
+    saved = results[name].save(tmp_path / "result.nc")
+    _overwrite_bytes(saved, variable)
+    with pytest.raises(ValueError, match="damaged.*does not match the checksum"):
+        load(saved)
+
+
 def _with_old_field_names(source, target, version=FORMAT_VERSION - 1, *, old_modules=False):
     """Rewrite a saved file as format version `version` wrote it: that version number and, in
     the manifest, the field names from before the renames of every later version
@@ -425,6 +450,7 @@ def _with_old_field_names(source, target, version=FORMAT_VERSION - 1, *, old_mod
                                   for key, value in node["fields"].items()}
         if isinstance(node.get("class"), str):
             node["class"] = old_name(node["class"])
+        node.pop("crc32", None)  # files of earlier versions carry no checksums
         return node
 
     def groups(node):
@@ -441,6 +467,7 @@ def _with_old_field_names(source, target, version=FORMAT_VERSION - 1, *, old_mod
     root["slt_manifest"] = xr.Variable((), json.dumps(walk(manifest)))
     root.attrs["slt_format_version"] = version
     root.attrs["slt_class"] = old_name(root.attrs["slt_class"])
+    del root.attrs[MANIFEST_CHECKSUM]
     root.to_netcdf(target, engine="h5netcdf")
     for group in groups(manifest):
         with xr.open_dataset(source, engine="h5netcdf", group=group) as dataset:

@@ -105,7 +105,7 @@ CASES = [
     ("TemperedSGLD", lambda c: (), {"sgld": slt.samplers.MALA()}, "sgld must be"),
     ("TemperedSGLD", lambda c: (), {"plan": {"num_chains": 2}}, "plan must be"),
     ("rlct", lambda c: (c["problem"], KEY), {"sampler": {"num_chains": 0}}, "sampler must be"),
-    ("rlct", lambda c: (c["problem"], KEY), {"betas": [np.nan, 1.0, 2.0]}, "every beta"),
+    ("rlct", lambda c: (c["problem"], KEY), {"betas": [np.nan, 1.0, 2.0]}, "entry of betas"),
     ("rlct", lambda c: (c["problem"], KEY), {"multipliers": [-1.0, 1.0, 2.0]}, "multiplier"),
     ("Tempering", lambda c: (), {"num_particles": 1}, "num_particles"),
     ("Tempering", lambda c: (), {"num_copies": 2.5}, "num_copies"),

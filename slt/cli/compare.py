@@ -15,7 +15,7 @@ from dataclasses import replace
 import jax
 import pandas as pd
 
-from slt.cli.inputs import OutputFolder, UsageError, load_data, parse_model
+from slt.cli.inputs import OutputFolder, UsageError, load_problem, parse_model
 from slt.cli.options import add_data_options, add_output_options, positive_int
 from slt.estimators.evidence.compare import METHODS, ComparisonPlan, compare
 from slt.problem import Problem
@@ -26,6 +26,9 @@ __all__ = ["add_parser", "run", "OUTPUT_FILES", "DEFAULT_METHODS"]
 
 OUTPUT_FILES = ("comparison.csv", "comparison.json", "comparison.png", "comparison.nc")
 DEFAULT_METHODS = ("bic", "laplace", "wbic", "free_energy", "rlct")
+# What --methods offers: compare's methods but "sbic", which needs the models' family
+# (`compare(..., sbic_family=...)`), something a command line cannot name.
+CLI_METHODS = tuple(method for method in METHODS if method != "sbic")
 SAMPLERS = ("smc", "nuts")  # --sampler: where wbic, rlct and loo draw from
 
 
@@ -56,7 +59,7 @@ def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--methods", default=",".join(DEFAULT_METHODS),
-        help=f"comma-separated estimators, any of {','.join(METHODS)} "
+        help=f"comma-separated estimators, any of {','.join(CLI_METHODS)} "
              f"(default: {','.join(DEFAULT_METHODS)}; loo adds a PSIS-LOO check)",
     )
     parser.add_argument("--sampler", choices=SAMPLERS, default="smc",
@@ -76,10 +79,15 @@ def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
 
 def _methods(text: str) -> tuple[str, ...]:
     methods = tuple(name.strip() for name in text.split(",") if name.strip())
-    unknown = [name for name in methods if name not in METHODS]
+    if "sbic" in methods:
+        raise UsageError("--methods: sbic needs the models' nested family and its learning "
+                         "coefficients, which the command line cannot give; call "
+                         "slt.compare(..., sbic_family=...) from Python (e.g. "
+                         "functools.partial(slt.estimators.sbic_gaussian_mixtures, dim=1))")
+    unknown = [name for name in methods if name not in CLI_METHODS]
     if not methods or unknown:
         raise UsageError(f"--methods {text!r}: unknown {unknown or text!r}; "
-                         f"choose from {', '.join(METHODS)}")
+                         f"choose from {', '.join(CLI_METHODS)}")
     return methods
 
 
@@ -91,8 +99,7 @@ def _problems(args: argparse.Namespace) -> dict[str, Problem]:
     problems = {}
     for text in args.model:
         choice = parse_model(text)
-        data = load_data(args.data, choice, x_columns=args.x, y_columns=args.y)
-        problems[text] = choice.problem(data)
+        problems[text] = load_problem(args.data, choice, x_columns=args.x, y_columns=args.y)
     return problems
 
 

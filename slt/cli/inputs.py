@@ -6,11 +6,13 @@ into ``slt: error: ...`` and exit status 2.
 
 Data (`load_data`)
 ------------------
-* CSV with a header row. The columns become two arrays, ``x`` (inputs) and ``y`` (outputs):
+* CSV with a header row (a first row of numbers is refused: it would be read as the column
+  names, and lost as data). The columns become two arrays, ``x`` (inputs) and ``y`` (outputs):
   ``--y`` and ``--x`` name them (comma-separated). Defaults: for a density model (no inputs,
-  e.g. a mixture) every column is ``y``; for a regression model the last column is ``y`` and
-  the others are ``x``. One selected column gives a 1-D array (n,), several give (n, k); the
-  built-in models then get the shapes they expect (`BUILTINS`).
+  e.g. a mixture) every column is ``y`` (a model that cannot take them all is told to name
+  y with ``--y``); for a regression model the last column is ``y`` and the others are
+  ``x``. One selected column gives a 1-D array (n,), several give (n, k); the built-in
+  models then get the shapes they expect (`BUILTINS`).
 * NPZ (``numpy.savez``): the arrays are passed to the model under their own names, e.g. ``x``
   and ``y``. ``--x`` / ``--y`` do not apply.
 
@@ -61,6 +63,7 @@ __all__ = [
     "bundled_path",
     "json_safe",
     "load_data",
+    "load_problem",
     "parse_model",
     "parse_point",
 ]
@@ -260,6 +263,12 @@ def _read_csv(path: Path) -> pd.DataFrame:
     if frame.shape[0] == 0 or frame.shape[1] == 0:
         raise UsageError(f"{path}: malformed CSV: no data rows (a header row, then one row per "
                          "example)")
+    if all(_is_number(column) for column in frame.columns):
+        raise UsageError(
+            f"{path}: no header row: the first row ({', '.join(map(str, frame.columns))}) "
+            f"holds numbers, which would become the column names and be lost as data; add a "
+            f"first line naming the columns (e.g. {','.join(_example_names(frame.shape[1]))})"
+        )
     for column in frame.columns:
         if not pd.api.types.is_numeric_dtype(frame[column]):
             bad = frame[column][pd.to_numeric(frame[column], errors="coerce").isna()
@@ -270,6 +279,18 @@ def _read_csv(path: Path) -> pd.DataFrame:
                 f"{bad.index[0] + 2 if len(bad) else 2}: {example!r})"
             )
     return frame
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(str(text))
+    except ValueError:
+        return False
+    return True
+
+
+def _example_names(count: int) -> list[str]:
+    return ["y"] if count == 1 else [*(f"x{i + 1}" for i in range(count - 1)), "y"]
 
 
 def _arrange(values: np.ndarray, layout: str | None, what: str) -> np.ndarray:
@@ -362,6 +383,35 @@ def load_data(
         if builtin.inputs:
             data["x"] = _arrange(data["x"], builtin.inputs, "x")
     return data
+
+
+def load_problem(
+    path: str | Path,
+    choice: ModelChoice,
+    *,
+    x_columns: str | None = None,
+    y_columns: str | None = None,
+) -> Problem:
+    """`choice`'s Problem on the data of ``path`` (`load_data`).
+
+    Raises:
+      UsageError: as `load_data`; and, when y defaulted to every column of a CSV (a density
+        model without --y) and the model cannot take them, a message saying to name y with
+        --y (instead of the model's shape error).
+    """
+    data = load_data(path, choice, x_columns=x_columns, y_columns=y_columns)
+    defaulted = (Path(path).suffix.lower() == ".csv" and y_columns is None
+                 and not choice.has_inputs and np.ndim(data["y"]) == 2)
+    try:
+        return choice.problem(data)
+    except (ValueError, TypeError) as error:
+        if not defaulted:
+            raise
+        raise UsageError(
+            f"{path}: y defaulted to every column ({np.shape(data['y'])[1]} of them) and model "
+            f"{choice.label!r} cannot take them ({str(error).splitlines()[0]}): name the "
+            f"column(s) of y with --y"
+        ) from None
 
 
 # --------------------------------------------------------------------------- parameters

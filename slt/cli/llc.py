@@ -23,13 +23,13 @@ import jax
 import numpy as np
 import pandas as pd
 
-from slt.cli.inputs import OutputFolder, UsageError, load_data, parse_model, parse_point
+from slt.cli.inputs import OutputFolder, UsageError, load_problem, parse_model, parse_point
 from slt.cli.options import (
     add_data_options,
     add_output_options,
-    nonnegative_int,
     positive_float,
     positive_int,
+    run_length,
 )
 from slt.estimators.local.llc import llc
 from slt.estimators.local.posterior import LocalPosterior
@@ -97,10 +97,18 @@ def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
                               "check SGLD's answer (default: %(default)s)")
     sampler.add_argument("--num-chains", type=positive_int, default=plan.num_chains,
                          help="independent chains (default: %(default)s)")
-    sampler.add_argument("--num-samples", type=positive_int, default=plan.num_samples,
-                         help="draws per chain kept for the estimate (default: %(default)s)")
-    sampler.add_argument("--num-warmup", type=nonnegative_int, default=plan.num_warmup,
-                         help="steps per chain discarded first (default: %(default)s)")
+    sampler.add_argument("--num-samples", type=run_length(1), default=plan.num_samples,
+                         help="draws per chain kept for the estimate, or 'auto': until the "
+                              "standard error is --target-se of λ̂ (default: %(default)s)")
+    sampler.add_argument("--num-warmup", type=run_length(0), default=plan.num_warmup,
+                         help="steps per chain discarded first, or 'auto': until the chains "
+                              "look stationary (default: %(default)s)")
+    sampler.add_argument("--target-se", type=positive_float, default=plan.target_se,
+                         help="with --num-samples auto, the standard error to reach, as a "
+                              "fraction of λ̂ (default: %(default)s)")
+    sampler.add_argument("--max-steps", type=positive_int, default=plan.max_steps,
+                         help="with an 'auto' length, the most steps a chain runs "
+                              "(default: %(default)s)")
     sampler.add_argument("--step-size", type=_step_size, default=None,
                          help="the sampler's step size, or 'auto': SGLD's calibrated, MALA's "
                               "and HMC's adapted during the warmup (default: "
@@ -139,7 +147,8 @@ def local_values(args: argparse.Namespace) -> tuple[LocalPosterior, Sampler, Run
         replace(DEFAULTS["posterior"], gamma=args.gamma),
         kind(**fields),
         replace(DEFAULTS["plan"], num_chains=args.num_chains, num_samples=args.num_samples,
-                num_warmup=args.num_warmup, progress=args.progress),
+                num_warmup=args.num_warmup, target_se=args.target_se,
+                max_steps=args.max_steps, progress=args.progress),
     )
 
 
@@ -172,14 +181,16 @@ def run(args: argparse.Namespace) -> int:
     """Load, fit or read w*, estimate λ̂, print and (with --out) write the result."""
     out = None if args.out is None else OutputFolder(args.out, OUTPUT_FILES, force=args.force)
     choice = parse_model(args.model)
-    problem = choice.problem(load_data(args.data, choice, x_columns=args.x, y_columns=args.y))
+    problem = load_problem(args.data, choice, x_columns=args.x, y_columns=args.y)
     posterior, sampler, plan = local_values(args)
     params, origin = _center(problem, args)
     result = llc(problem, params, jax.random.key(args.seed), posterior=posterior,
                  sampler=sampler, plan=plan)
     print(f"{choice.label}: n = {problem.n}, d = {problem.dim}; {origin}; "
           f"sampler {result.sampler}")
-    print(f"\nλ̂ = {result.llc_mean:.4g} ± {result.std_error:.2g} (d/2 = {problem.dim / 2:g})\n")
+    print(f"\nλ̂ = {result.llc_mean:.4g} ± {result.std_error:.2g} (d/2 = {problem.dim / 2:g})")
+    print(f"{result.num_warmup} warmup steps and {result.num_samples} draws per chain, "
+          f"{result.gradients:,} per-example gradients: {result.stop_reason}\n")
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         print(result.summary().to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     for message in result.warnings:

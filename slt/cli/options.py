@@ -7,9 +7,9 @@ import argparse
 __all__ = [
     "add_data_options",
     "add_output_options",
-    "nonnegative_int",
     "positive_float",
     "positive_int",
+    "run_length",
 ]
 
 
@@ -31,9 +31,13 @@ def positive_int(text: str) -> int:
     return _number(text, int, 1, True, "an integer")
 
 
-def nonnegative_int(text: str) -> int:
-    """An integer >= 0."""
-    return _number(text, int, 0, True, "an integer")
+def run_length(minimum: int):
+    """An argparse type: "auto" or an integer >= `minimum` (a `slt.RunPlan` length)."""
+    def convert(text: str) -> int | str:
+        return "auto" if text == "auto" else _number(text, int, minimum, True,
+                                                     "an integer or 'auto'")
+
+    return convert
 
 
 def positive_float(text: str) -> float:

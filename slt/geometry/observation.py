@@ -39,7 +39,7 @@ from slt.geometry.families import EXPONENTIAL_FAMILIES, family_of
 from slt.models.base import ModelSpec
 from slt.precision import at_full_precision
 from slt.problem import Problem, _split_sites
-from slt.validation import InputError
+from slt.validation import InputError, call_naming_shapes, require_data, require_float_array
 
 __all__ = ["ObservationModel", "as_model_spec", "observation_model", "resolve_model",
            "site_values", "unwrap"]
@@ -82,34 +82,34 @@ def safe_log_prob(base: dist.Distribution, y: jax.Array) -> jax.Array:
 
 def _validated_values(spec: ModelSpec, params: Any) -> dict[str, np.ndarray]:
     if not isinstance(params, Mapping):
-        raise ValueError(
+        raise InputError(
             f"params must be a dict of constrained site values {list(spec.site_names)}, "
             f"got {type(params).__name__}"
         )
     unknown = sorted(set(params) - set(spec.site_names))
     missing = [name for name in spec.site_names if name not in params]
     if unknown or missing:
-        raise ValueError(
+        raise InputError(
             f"{spec.name}: params must have exactly the sites {list(spec.site_names)}"
             + (f"; unknown: {unknown}" if unknown else "")
             + (f"; missing: {missing}" if missing else "")
         )
     values = {}
     for name in spec.site_names:
-        value = np.asarray(params[name], dtype=np.float64)
+        value = require_float_array(f"params[{name!r}]", params[name])
         if not np.all(np.isfinite(value)):
-            raise ValueError(f"{spec.name}: params[{name!r}] is not finite: {value}")
+            raise InputError(f"{spec.name}: params[{name!r}] is not finite: {value}")
         values[name] = value
     return values
 
 
 def _finite_examples(what: str, array: Any, example_shape: tuple[int, ...]) -> np.ndarray:
-    array = np.asarray(array, dtype=np.float64)
+    array = require_float_array(what, array, allow_bool=True)
     if array.ndim == 0 or array.shape[1:] != tuple(example_shape) or array.shape[0] == 0:
         shape = ", ".join(["n"] + [str(s) for s in example_shape])
-        raise ValueError(f"{what} must have shape ({shape}) with n >= 1, got {array.shape}")
+        raise InputError(f"{what} must have shape ({shape}) with n >= 1, got {array.shape}")
     if not np.all(np.isfinite(array)):
-        raise ValueError(f"{what} has {int(np.sum(~np.isfinite(array)))} non-finite value(s)")
+        raise InputError(f"{what} has {int(np.sum(~np.isfinite(array)))} non-finite value(s)")
     return array
 
 
@@ -170,11 +170,11 @@ class ObservationModel:
         name = self.spec.name
         if self.input_name is None:
             if x is not None:
-                raise ValueError(f"{name} is a density model with no inputs; leave x=None")
+                raise InputError(f"{name} is a density model with no inputs; leave x=None")
             return None
         shape = ", ".join(map(str, self.input_shape))
         if x is None:
-            raise ValueError(
+            raise InputError(
                 f"{name} is a regression model: give its inputs x, shape (n, {shape}), "
                 "over which the Fisher is averaged"
             )
@@ -185,10 +185,10 @@ class ObservationModel:
         labels), or ValueError."""
         y = _finite_examples(f"{self.spec.name}: {self.output_name}", y, self.output_shape)
         if n is not None and y.shape[0] != n:
-            raise ValueError(f"{self.spec.name}: {y.shape[0]} outputs for {n} inputs")
+            raise InputError(f"{self.spec.name}: {y.shape[0]} outputs for {n} inputs")
         if np.issubdtype(self.output_dtype, np.integer):
             if not np.all(y == np.round(y)):
-                raise ValueError(
+                raise InputError(
                     f"{self.spec.name}: {self.output_name} must hold whole numbers for "
                     f"{self.distribution_name} observations"
                 )
@@ -327,10 +327,15 @@ def resolve_model(model: Any, params: Any, *, x: Any = None,
             "without inputs build a Problem(model, data)"
         )
     arguments = list(inspect.signature(model).parameters)
-    inputs = jnp.asarray(np.asarray(x, dtype=np.float64))
+    inputs = jnp.asarray(require_data({arguments[0]: x})[0][arguments[0]], jnp.float64)
+    _require_finite_values(params)
     seeded = handlers.substitute(handlers.seed(model, 0), data=dict(params))
     with jax.enable_x64(True):
-        trace = handlers.trace(seeded).get_trace(**{arguments[0]: inputs})
+        trace = call_naming_shapes(
+            lambda: handlers.trace(seeded).get_trace(**{arguments[0]: inputs}),
+            f"{name}({arguments[0]}) at params of shapes "
+            f"{ {site: np.shape(value) for site, value in params.items()} }",
+            {arguments[0]: inputs})
     drawn = [site for site in arguments[1:] if site in trace and site not in params
              and trace[site]["type"] == "sample"]
     if len(drawn) != 1:
@@ -342,6 +347,17 @@ def resolve_model(model: Any, params: Any, *, x: Any = None,
     return Problem(model, {arguments[0]: inputs, drawn[0]: trace[drawn[0]]["value"]})
 
 
+def _require_finite_values(params: Any) -> None:
+    """Constrained site values as `observation_model` takes them: a dict of finite numbers."""
+    if not isinstance(params, Mapping):
+        raise InputError(f"params must be a dict of constrained site values, got "
+                         f"{type(params).__name__}")
+    for site, value in params.items():
+        array = np.asarray(value)
+        if array.dtype.kind not in "iuf" or not np.all(np.isfinite(array)):
+            raise InputError(f"params[{site!r}] must hold finite numbers, got {value!r}")
+
+
 def site_values(model: ModelSpec | Problem, params: Any) -> Any:
     """`params` as {site: value}: a `from_predict` Problem's parameter pytree becomes one
     entry per leaf (named as its `site_names`); anything else is returned as given."""
@@ -351,7 +367,7 @@ def site_values(model: ModelSpec | Problem, params: Any) -> Any:
         return params
     structure = jax.tree_util.tree_structure(model.reference_params)
     if jax.tree_util.tree_structure(params) != structure:
-        raise ValueError(
+        raise InputError(
             f"params must have the structure of the network's parameters {structure}, "
             f"got {jax.tree_util.tree_structure(params)}"
         )
@@ -387,7 +403,7 @@ def observation_model(
     observation = described.observations[shapes]
     for name, support in zip(spec.site_names, observation.supports, strict=True):
         if not in_support(values[name], support):
-            raise ValueError(
+            raise InputError(
                 f"{spec.name}: params[{name!r}] = {values[name]} is outside its support {support}"
             )
     return observation, values
@@ -406,7 +422,7 @@ def _build(spec: ModelSpec, values: dict[str, np.ndarray]) -> ObservationModel:
         site = trace[name]
         expected = tuple(site["fn"].shape())
         if values[name].shape != expected:
-            raise ValueError(
+            raise InputError(
                 f"{spec.name}: params[{name!r}] has shape {values[name].shape}, "
                 f"expected {expected}"
             )
@@ -482,7 +498,7 @@ def _abstract_trace(spec: ModelSpec, values: dict[str, np.ndarray]) -> tuple[dic
             jax.eval_shape(trace_abstractly, values)
         except (TypeError, ValueError, IndexError) as error:
             shapes = {name: value.shape for name, value in values.items()}
-            raise ValueError(
+            raise InputError(
                 f"{spec.name}: params do not fit the model (check their shapes, got {shapes}): "
                 f"{str(error).splitlines()[0]}"
             ) from None

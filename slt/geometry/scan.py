@@ -57,7 +57,7 @@ from slt.geometry.spectrum import spectrum_summary
 from slt.models.base import ModelSpec
 from slt.problem import Problem
 from slt.results import Persistable
-from slt.validation import InputError, require_int
+from slt.validation import InputError, require_float_array, require_int
 
 __all__ = [
     "FisherScan",
@@ -185,7 +185,7 @@ def coordinate_plane(theta: np.ndarray, indices: Sequence[int], grids) -> Plane:
 
 def check_grid(name: Any, grid: Any) -> np.ndarray:
     """`grid` as a non-empty 1-D float64 array of finite numbers, or InputError naming `name`."""
-    grid = np.asarray(grid, dtype=np.float64)
+    grid = require_float_array(f"the grid of {name!r}", grid)
     if grid.ndim != 1 or grid.size == 0 or not np.all(np.isfinite(grid)):
         raise InputError(f"the grid of {name!r} must be a non-empty 1-D array of finite numbers")
     return grid

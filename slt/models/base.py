@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from slt.problem import Problem
+from slt.validation import require_int
 
 __all__ = ["ModelSpec", "gaussian_regression_data"]
 
@@ -53,10 +54,9 @@ class ModelSpec:
         missing = set(self.site_names) - set(true_params)
         if missing:
             raise ValueError(f"{self.name}: true_params lack {sorted(missing)}")
-        if int(n) < 1:
-            raise ValueError(f"{self.name}: n must be >= 1, got {n}")
+        n = require_int("n", n, minimum=1)
         values = {name: jnp.asarray(true_params[name]) for name in self.site_names}
-        return self.simulate_fn(key, values, int(n))
+        return self.simulate_fn(key, values, n)
 
     def problem(self, data: Mapping[str, Any], **kwargs: Any) -> Problem:
         """`Problem(self.model, data, exchangeable=self.exchangeable, **kwargs)`."""

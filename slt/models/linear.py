@@ -17,6 +17,7 @@ import numpyro
 import numpyro.distributions as dist
 
 from slt.models.base import ModelSpec, gaussian_regression_data
+from slt.validation import require_int
 
 __all__ = [
     "linear_regression",
@@ -33,7 +34,7 @@ def _positive(name: str, value: float) -> float:
 
 
 def _widths(widths: Sequence[int]) -> tuple[int, ...]:
-    widths = tuple(int(w) for w in widths)
+    widths = tuple(require_int("every width", w, minimum=1) for w in widths)
     if len(widths) < 2 or min(widths) < 1:
         raise ValueError(f"widths must be >= 2 positive integers, got {widths}")
     return widths
@@ -61,9 +62,7 @@ def linear_regression(
     Sites: "w" (d,) [, "noise_variance"]. Data: x (n, d), y (n,); simulated x ~ N(0,
     input_scale^2 I).
     """
-    d = int(num_features)
-    if d < 1:
-        raise ValueError(f"num_features must be >= 1, got {num_features}")
+    d = require_int("num_features", num_features, minimum=1)
     precision = _positive("prior_precision", prior_precision)
     if noise_scale is None:
         a0, b0 = _positive("noise_a0", noise_a0), _positive("noise_b0", noise_b0)
@@ -197,7 +196,8 @@ def random_low_rank(key: jax.Array, widths: Sequence[int], rank: int, scale: flo
     `rank` with probability one when rank <= min(widths).
     """
     widths = _widths(widths)
-    if not 0 <= rank <= min(widths):
+    rank = require_int("rank", rank, minimum=0)
+    if not rank <= min(widths):
         raise ValueError(f"rank must be in [0, min(widths)={min(widths)}], got {rank}")
     keys = jax.random.split(key, len(widths))
     values = {

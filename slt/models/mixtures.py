@@ -13,6 +13,7 @@ import numpyro
 import numpyro.distributions as dist
 
 from slt.models.base import ModelSpec
+from slt.validation import require_int
 
 __all__ = ["gaussian_mixture", "fixed_component_mixture", "two_component_mixture"]
 
@@ -37,9 +38,8 @@ def gaussian_mixture(
     Sites: "weights" (K,) [K - 1 free], "means" (K, D), "scales" (K, D), or (D,) with
     `shared_scale=True`. d = (K - 1) + K D + (D if shared_scale else K D).
     """
-    K, D = int(num_components), int(dim)
-    if K < 1 or D < 1:
-        raise ValueError(f"num_components and dim must be >= 1, got {K} and {D}")
+    K = require_int("num_components", num_components, minimum=1)
+    D = require_int("dim", dim, minimum=1)
     if not (mean_prior_scale > 0 and weight_concentration > 0):
         raise ValueError("mean_prior_scale and weight_concentration must be > 0")
     scale_shape = (D,) if shared_scale else (K, D)

@@ -14,6 +14,7 @@ import numpyro
 import numpyro.distributions as dist
 
 from slt.models.base import ModelSpec, gaussian_regression_data
+from slt.validation import require_int
 
 __all__ = ["ACTIVATIONS", "two_layer_network"]
 
@@ -45,9 +46,8 @@ def two_layer_network(
     Activations: tanh, relu, sigmoid, identity (see `ACTIVATIONS`). Simulated x ~ N(0,
     input_scale^2 I).
     """
-    sizes = (int(num_inputs), int(num_hidden), int(num_outputs))
-    if min(sizes) < 1:
-        raise ValueError(f"layer sizes must be >= 1, got {sizes}")
+    sizes = tuple(require_int(name, value, minimum=1) for name, value in (
+        ("num_inputs", num_inputs), ("num_hidden", num_hidden), ("num_outputs", num_outputs)))
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
     if not prior_scale > 0 or (noise_scale is not None and not noise_scale > 0):

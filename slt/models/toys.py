@@ -15,6 +15,7 @@ import numpyro
 import numpyro.distributions as dist
 
 from slt.models.base import ModelSpec, gaussian_regression_data
+from slt.validation import require_int
 
 __all__ = ["normal_crossing", "product_model"]
 
@@ -32,7 +33,7 @@ def normal_crossing(
     learning coefficient is `slt.truth.normal_crossing_rlct(powers)`: 1 / (2 max_j k_j) with
     multiplicity #{j : k_j = max k}. Site "w" of shape (len(powers),); d = len(powers).
     """
-    powers = tuple(int(k) for k in powers)
+    powers = tuple(require_int("every power", k, minimum=0) for k in powers)
     if not powers or min(powers) < 0 or max(powers) < 1:
         raise ValueError(f"powers must be non-negative integers, one at least 1; got {powers}")
     if min(noise_scale, prior_scale, input_scale) <= 0:

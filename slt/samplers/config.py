@@ -20,7 +20,9 @@ Example:
   >>> SGLD(step_size=1e-3, batch_size=128)
   SGLD(step_size=0.001, batch_size=128, preconditioner=None, mala_every=10, extrapolate=False)
   >>> RunPlan(num_chains=8).num_samples
-  1000
+  'auto'
+  >>> RunPlan(num_warmup=1000, num_samples=1000).num_steps
+  2000
   >>> MALA(step_size=-1.0)
   Traceback (most recent call last):
   slt.validation.InputError: step_size must be a finite number > 0, got -1.0
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from slt.samplers.run_length import MIN_DRAWS, MIN_WARMUP
 from slt.samplers.sgld import PRECONDITIONERS
 from slt.validation import (
     InputError,
@@ -50,6 +53,7 @@ __all__ = ["HMC", "MALA", "SGLD", "Calibration", "RunPlan", "Sampler"]
 
 MASS_MATRICES = (None, "diagonal")
 STARTS = ("dispersed", "center")
+CHOICES = ("fitted", "largest")
 
 
 
@@ -78,6 +82,17 @@ class Calibration:
       max_temperature_deviation: the largest |T - 1| beyond two standard errors (0.1).
       max_lengthenings: how many times a sweep with no passing candidate is repeated with
         twice the warmup and draws for the candidates that had not settled (0: never).
+      choice: how the step size is chosen from the sweep. "largest" (the default): the
+        largest candidate that passes. "fitted": from lines fitted through every usable
+        candidate, the largest step whose predicted temperature is within
+        `FITTED_TEMPERATURE` (3%) of 1 (where the fitted heating is significant), whose
+        predicted MALA acceptance is at least `min_acceptance` and whose noise ratio is at
+        most `max_noise_ratio` (`slt.estimators.local.calibration.fitted_step_size`).
+        Measured over 5 keys (benchmarks/RESULTS.md, "Calibration over keys"): on a tanh
+        1-3-1 network at f = 0 "fitted" chose 1.5e-5 to 2.3e-5 on four keys (the
+        candidates "largest" picks, 2e-4 and 4.3e-4, run at T = 1.15-1.3) but on the fifth
+        found no significant heating and kept 4.3e-4; on a ReLU 2-4-1 teacher both chose
+        the same. Not yet the default.
     """
 
     step_sizes: tuple[float, ...] | None = None
@@ -89,6 +104,7 @@ class Calibration:
     max_noise_ratio: float = 0.02
     max_temperature_deviation: float = 0.1
     max_lengthenings: int = 3
+    choice: str = "largest"
 
     def __post_init__(self):
         for name in ("step_sizes", "gammas"):
@@ -102,6 +118,7 @@ class Calibration:
             "min_acceptance", self.min_acceptance, 0.0, 1.0, closed=True))
         for name in ("max_noise_ratio", "max_temperature_deviation"):
             set_field(self, name, require_positive(name, getattr(self, name)))
+        require_one_of("choice", self.choice, CHOICES)
 
 
 @dataclass(frozen=True)
@@ -224,13 +241,26 @@ Sampler = SGLD | MALA | HMC
 class RunPlan:
     """How long the chains run, in what pieces, with what record.
 
+    By default the run decides its own length (`slt.samplers.run_length`): it warms up until
+    the chains look stationary (a sequential test on their loss traces: split R-hat and drift)
+    and draws until lambda_hat's standard error is at most `target_se` of it, within a budget
+    of `max_steps` steps per chain; the result says what was spent and why the run stopped.
+    Numbers for num_warmup and num_samples fix the run's length instead.
+
     Attributes:
       num_chains: independent chains (per part, for the estimators of several parts);
         vmapped, sharded over the devices when their total divides evenly.
-      num_warmup: steps per chain discarded first (with an exact sampler: its adaptation).
-      num_samples: draws per chain kept for the estimate (one per step).
-      chunk_size: steps per compiled chunk; progress is reported and the checkpoint written
-        between chunks.
+      num_warmup: steps per chain discarded first (with an exact sampler: its adaptation), or
+        "auto" (the default): until the chains are stationary, at least 1000 steps (an exact
+        sampler adapts over the first `EXACT_ADAPTATION`).
+      num_samples: draws per chain kept for the estimate (one per step), or "auto" (the
+        default): until the standard error reaches `target_se`, at least 1000.
+      target_se: with num_samples="auto", the standard error to reach, as a fraction of
+        |lambda_hat| (0.05).
+      max_steps: with an "auto" length, the most steps a chain runs, warmup included (10 000:
+        five times the fixed 1000 + 1000).
+      chunk_size: steps per compiled chunk; progress is reported, the checkpoint written and
+        an "auto" length decided between chunks.
       checkpoint: a file (.npz) where the chains' state and traces are saved after every
         chunk; a run stopped by Ctrl-C (`slt.Interrupted`) or killed resumes from it when
         called again with the same arguments, to the bitwise same result
@@ -247,8 +277,10 @@ class RunPlan:
     """
 
     num_chains: int = 4
-    num_warmup: int = 1000
-    num_samples: int = 1000
+    num_warmup: int | str = "auto"
+    num_samples: int | str = "auto"
+    target_se: float = 0.05
+    max_steps: int = 10_000
     chunk_size: int = 500
     checkpoint: str | os.PathLike | None = None
     progress: bool = True
@@ -257,8 +289,14 @@ class RunPlan:
 
     def __post_init__(self):
         for name, minimum in (("num_chains", 1), ("num_warmup", 0), ("num_samples", 1),
-                              ("chunk_size", 1), ("observe_every", 1)):
-            set_field(self, name, require_int(name, getattr(self, name), minimum=minimum))
+                              ("chunk_size", 1), ("observe_every", 1), ("max_steps", 1)):
+            value = getattr(self, name)
+            if name in ("num_warmup", "num_samples") and isinstance(value, str):
+                require_one_of(name, value, ("auto",))
+                continue
+            set_field(self, name, require_int(name, value, minimum=minimum))
+        set_field(self, "target_se", require_in_interval("target_se", self.target_se, 0.0,
+                                                         1.0))
         if self.checkpoint is not None:
             require_instance("checkpoint", self.checkpoint, str | os.PathLike,
                              "a file path or None")
@@ -266,9 +304,20 @@ class RunPlan:
         require_one_of("start", self.start, STARTS)
 
     @property
+    def adaptive(self) -> bool:
+        """Whether the run decides its own length (either length "auto")."""
+        return "auto" in (self.num_warmup, self.num_samples)
+
+    @property
     def num_steps(self) -> int:
-        """Steps per chain: warmup and kept draws."""
-        return self.num_warmup + self.num_samples
+        """Steps per chain: warmup and kept draws; with an "auto" length, the most it may run
+        (`max_steps`, or the fixed lengths and the floors `MIN_WARMUP`, `MIN_DRAWS` where that
+        is more)."""
+        if not self.adaptive:
+            return self.num_warmup + self.num_samples
+        fixed = (MIN_WARMUP if self.num_warmup == "auto" else self.num_warmup) + (
+            MIN_DRAWS if self.num_samples == "auto" else self.num_samples)
+        return max(self.max_steps, fixed)
 
 
 def _positive_tuple(name: str, values, *, allow_zero: bool) -> tuple[float, ...]:

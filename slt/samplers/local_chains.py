@@ -82,6 +82,7 @@ from slt.samplers.exact import (
     restricted_logdensity,
     temperature_terms,
 )
+from slt.samplers.run_length import EXACT_ADAPTATION, RunLength, decide_run_length
 from slt.samplers.runner import ProgressBar, run_units
 from slt.samplers.sgld import SGLDState, mala_log_acceptance, sgld
 from slt.samplers.shuffle import epoch_indices
@@ -142,6 +143,9 @@ class ChainTrace(NamedTuple):
     moments: with `observables`, the `slt.samplers.moments.Moments` of every chain (leading
       axis: chain; host arrays) of the draws it made before it diverged; None otherwise.
     step_size: an exact sampler's step size per chain after its warmup; None for SGLD.
+    warmup_steps, kept_steps, stop_reason: per chain, the steps of its part's warmup, the
+      draws kept after it, and why the run stopped there (`slt.samplers.run_length`: the
+      plan's numbers, or what an "auto" length decided).
     """
 
     loss: np.ndarray
@@ -157,6 +161,9 @@ class ChainTrace(NamedTuple):
     run_time: float
     moments: moments.Moments | None = None
     step_size: np.ndarray | None = None
+    warmup_steps: np.ndarray | None = None
+    kept_steps: np.ndarray | None = None
+    stop_reason: np.ndarray | None = None
 
 
 def divergence_threshold(dim: int) -> float:
@@ -300,6 +307,8 @@ def run_chains(
     num_chains = targets.num_parts * plan.num_chains
     chunk_size = max(1, min(plan.chunk_size, num_steps))
     exact = not isinstance(sampler, SGLD)
+    if observables is not None and plan.num_warmup == "auto":
+        raise ValueError("observables start at a fixed step: give the plan a num_warmup")
     config = _Config(
         problem,
         _program_sampler(sampler),
@@ -307,7 +316,7 @@ def run_chains(
         chunk_size,
         min(sampler.batch_size, problem.n) if not exact else problem.n,
         bool(targets.include_prior),
-        plan.num_warmup if exact else 0,
+        (EXACT_ADAPTATION if plan.num_warmup == "auto" else plan.num_warmup) if exact else 0,
     )
     several = targets.center_of_part is not None
     centers = jnp.stack([problem.ravel(c) for c in center]) if several else problem.ravel(
@@ -380,16 +389,33 @@ def run_chains(
         carry, recorded = compiled(carry, *arguments[1:], first_step, *observed)
         return carry, _to_host(recorded)
 
+    def lengths(chunks, final):
+        """Every part's `RunLength` from the traces so far (None while it needs more)."""
+        loss, center_loss = (record[:, :num_steps] for record in join_records(chunks)[:2])
+        if extrapolate:
+            loss, center_loss = (_extrapolated(values) for values in (loss, center_loss))
+        return [decide_run_length(
+            nbeta * (loss[rows] - center_loss[rows]), plan, min_warmup=config.num_warmup,
+            final=final) for nbeta, rows in zip(np.broadcast_to(targets.nbeta, (
+                targets.num_parts,)), _part_rows(targets.num_parts, plan.num_chains),
+                strict=True)]
+
     num_chunks = -(-num_steps // chunk_size)
     carry, chunks, _, run_time = run_units(
         advance, resumed, store,
         ProgressBar(num_chunks * chunk_size, lambda _, chunks: chunks * chunk_size, description,
                     show=plan.progress),
         num_units=num_chunks,
+        finished=(lambda _, chunks: bool(chunks) and None not in lengths(chunks, False))
+        if plan.adaptive else None,
     )
+    records = join_records(chunks)  # a resumed run's chunks come back joined
+    steps_done = min(records[0].shape[1], num_steps)
     loss, center_loss, log_acceptance, gradient_product, laplacian, distance = (
-        record[:, :num_steps] for record in join_records(chunks)
+        record[:, :steps_done] for record in records
     )
+    decided = lengths(chunks, True) if plan.adaptive else [RunLength(
+        plan.num_warmup, plan.num_samples, "the planned draws were made")] * targets.num_parts
     final = (_to_host(_projected(carry.chain.kernel.position, per_chain[4], centers[
         per_chain[3]])) if exact else _to_host(carry.chain.position))
     trace = ChainTrace(
@@ -407,7 +433,23 @@ def run_chains(
         moments=None if carry.observed is None else _to_host(carry.observed),
         step_size=_to_host(carry.chain.step_size) if exact else None,
     )
-    return _combine_twins(trace) if extrapolate else trace
+    trace = _combine_twins(trace) if extrapolate else trace
+    warmup, kept, reason = (np.repeat(np.asarray(values), plan.num_chains)
+                            for values in zip(*decided, strict=True))
+    return trace._replace(warmup_steps=warmup, kept_steps=kept, stop_reason=reason)
+
+
+def _part_rows(num_parts: int, chains_per_part: int) -> list[slice]:
+    """The rows (chains) of every part: the parts' chains one after another."""
+    return [slice(part * chains_per_part, (part + 1) * chains_per_part)
+            for part in range(num_parts)]
+
+
+def _extrapolated(values):
+    """The Richardson combination 2 x_{eps/2} - x_eps of a twin run's rows (chains [0, C) at
+    eps / 2, [C, 2C) at eps)."""
+    half = values.shape[0] // 2
+    return 2 * values[:half] - values[half:]
 
 
 def _starts(key, positions, scale, masks):
@@ -461,16 +503,12 @@ def _with_twins(per_chain: list) -> list:
 def _combine_twins(trace: ChainTrace) -> ChainTrace:
     """Richardson extrapolation of a twin run: chains [0, C) ran at eps / 2, [C, 2C) at eps."""
     half = trace.loss.shape[0] // 2
-
-    def extrapolated(values):
-        return 2 * values[:half] - values[half:]
-
     at_half, at_full = trace.diverged_at[:half], trace.diverged_at[half:]
     never = np.iinfo(np.int32).max
     first = np.minimum(np.where(at_half < 0, never, at_half), np.where(at_full < 0, never, at_full))
     return trace._replace(
-        loss=extrapolated(trace.loss),
-        center_loss=extrapolated(trace.center_loss),
+        loss=_extrapolated(trace.loss),
+        center_loss=_extrapolated(trace.center_loss),
         log_acceptance=trace.log_acceptance[half:],
         gradient_product=trace.gradient_product[half:],
         laplacian=trace.laplacian[half:],

@@ -55,7 +55,7 @@ def run_units(
     bar: ProgressBar,
     *,
     num_units: int,
-    finished: Callable[[Any], bool] | None = None,
+    finished: Callable[[Any, list], bool] | None = None,
 ) -> Resumed:
     """Run units `start.units_done, ..., num_units - 1` (see the module doc).
 
@@ -66,9 +66,9 @@ def run_units(
       store: the run's checkpoint (path None: nothing is written).
       bar: the progress bar.
       num_units: the number of units of a whole run (at most, with `finished`).
-      finished: `finished(state) -> bool`, for runs of adaptive length: stop as soon as it
-        holds (checked once before the first unit and after every unit, whose checkpoint it
-        marks complete). None: run all `num_units`.
+      finished: `finished(state, records) -> bool` (`records`: one per unit done so far), for
+        runs of adaptive length: stop as soon as it holds (checked once before the first unit
+        and after every unit, whose checkpoint it marks complete). None: run all `num_units`.
 
     Returns:
       `Resumed(state, records of every unit so far, units done, seconds spent sampling over
@@ -85,7 +85,8 @@ def run_units(
     clock = time.perf_counter()
 
     def is_complete(state, units_done):
-        return finished(state) if finished is not None else units_done == num_units
+        return (finished(state, records) if finished is not None
+                else units_done == num_units)
 
     complete = is_complete(state, done)
     try:

@@ -110,6 +110,7 @@ from slt.samplers.runner import ProgressBar, run_units
 from slt.validation import (
     InputError,
     require_callable,
+    require_float_array,
     require_in_interval,
     require_instance,
     require_int,
@@ -647,7 +648,7 @@ def tempered_smc(
     state, stages, _, run_time = run_units(
         advance, resumed, store,
         ProgressBar(1.0, lowest_beta, "tempering (min beta)", unit="beta", show=progress),
-        num_units=max_stages, finished=lambda state: lowest_beta(state) >= 1.0,
+        num_units=max_stages, finished=lambda state, _: lowest_beta(state) >= 1.0,
     )
     lowest = lowest_beta(state)
     if lowest < 1.0:
@@ -719,7 +720,7 @@ def _stage_record(record) -> tuple[np.ndarray, ...]:
 
 def _waypoints(values) -> tuple[float, ...]:
     """Sorted distinct waypoints in (0, 1], as floats."""
-    values = np.unique(np.asarray(values, np.float64).reshape(-1))
+    values = np.unique(require_float_array("waypoints", values).reshape(-1))
     if values.size and not (np.all(np.isfinite(values)) and values[0] > 0 and values[-1] <= 1):
         raise InputError(f"waypoints must be inverse temperatures in (0, 1], got {values}")
     return tuple(float(v) for v in values)

@@ -118,7 +118,8 @@ def test_thermodynamic_integral_takes_unresolved_intervals_from_the_smc_path():
 
 def test_bad_input():
     problem = conjugate_regression().problem
-    with pytest.raises(ValueError, match="available: auto, smc, importance, ti, nested"):
+    with pytest.raises(ValueError, match="method must be one of 'auto', 'smc', 'importance', "
+                                         "'ti', 'nested'"):
         free_energy(problem, jax.random.key(0), method="bridge")
     with pytest.raises(ValueError, match="num_copies"):
         free_energy(problem, jax.random.key(0), Tempering(num_copies=1))

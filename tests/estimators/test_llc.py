@@ -258,7 +258,7 @@ def test_a_run_that_has_not_settled_is_flagged():
                 posterior=LocalPosterior(gamma=0.0, nbeta=nbeta),
                 sampler=SGLD(step_size=eps_h / nbeta, batch_size=100),
                 plan=RunPlan(num_chains=16, num_samples=1000, num_warmup=warmup,
-                             progress=False))
+                             progress=False, start="center"))
         for warmup in (0, 5000)
     ]
     unsettled, settled = runs
@@ -278,7 +278,7 @@ def test_auto_step_size_repeats_a_run_that_diverged(monkeypatch):
     dim, nbeta = 20, 50.0
     monkeypatch.setattr(llc_module, "llc_calibrate",
                         lambda *args, **kwargs: SimpleNamespace(step_size=4.02 / nbeta,
-                                                                num_warmup=200))
+                                                                num_warmup=200, gradients=0))
     result = slt.llc(
         _gaussian_problem(dim), {"w": jnp.zeros(dim)}, jax.random.key(13),
         posterior=LocalPosterior(gamma=0.0, nbeta=nbeta),

@@ -132,9 +132,12 @@ def test_values_refuse_bad_fields_by_name(build, field, message):
 
 
 def test_values_normalise_their_fields_and_read_well():
-    plan = slt.RunPlan(num_chains=2.0, num_warmup=np.int64(30))
+    plan = slt.RunPlan(num_chains=2.0, num_warmup=np.int64(30), num_samples=np.float64(1000))
     assert type(plan.num_chains) is int and type(plan.num_warmup) is int
-    assert plan.num_steps == 30 + 1000
+    assert plan.num_steps == 30 + 1000 and not plan.adaptive
+    # an "auto" length runs at most its budget
+    assert slt.RunPlan(num_warmup=30).num_steps == slt.RunPlan().max_steps == 10_000
+    assert slt.RunPlan(num_warmup=9_900, max_steps=100).num_steps == 9_900 + 1000
     assert repr(slt.samplers.HMC()) == (
         "HMC(step_size='auto', num_integration_steps=16, target_acceptance=0.8, "
         "mass_matrix='diagonal')")

@@ -177,7 +177,7 @@ def test_refusals_name_what_is_wrong(params, x):
     with pytest.raises(InputError, match="scale must be finite and > 0"):
         Problem.from_predict(mlp, params, {"x": x, "y": np.zeros((N, K))}, "gaussian",
                              scale=0.0)
-    with pytest.raises(InputError, match="does not broadcast"):
+    with pytest.raises(InputError, match=r"scale has shape \(3,\); it must be a float or one sd"):
         Problem.from_predict(mlp, params, {"x": x, "y": np.zeros((N, K))}, "gaussian",
                              scale=np.ones(3))
     loss_only = Problem.from_loss(lambda p, batch: jnp.sum(mlp(p, batch["x"]) ** 2, axis=1),

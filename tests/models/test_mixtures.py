@@ -4,7 +4,7 @@ import pytest
 from scipy.special import logsumexp
 from scipy.stats import norm
 
-from slt import models
+from slt import InputError, models
 
 
 def _mixture_loglik(v, d):
@@ -74,5 +74,9 @@ def test_mixture_simulation_follows_the_weights(key):
 def test_mixture_builders_reject_bad_arguments():
     with pytest.raises(ValueError, match="num_components"):
         models.gaussian_mixture(0)
+    with pytest.raises(InputError, match="num_components must be an integer >= 1, got 2.5"):
+        models.gaussian_mixture(2.5)     # was: built K = 2 silently
+    with pytest.raises(InputError, match="dim must be an integer >= 1, got 1.5"):
+        models.gaussian_mixture(2, 1.5)
     with pytest.raises(ValueError, match="mean_prior_scale"):
         models.fixed_component_mixture(mean_prior_scale=0.0)

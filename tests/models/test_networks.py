@@ -4,7 +4,7 @@ import pytest
 from scipy.special import expit
 from scipy.stats import norm
 
-from slt import models
+from slt import InputError, models
 
 NUMPY_ACTIVATIONS = {
     "tanh": np.tanh,
@@ -44,5 +44,7 @@ def test_two_layer_network(handwritten_check, activation, bias, noise):
 def test_two_layer_network_rejects_bad_arguments():
     with pytest.raises(ValueError, match="activation"):
         models.two_layer_network(1, 2, 1, activation="gelu")
-    with pytest.raises(ValueError, match="layer sizes"):
+    with pytest.raises(ValueError, match="num_hidden must be an integer >= 1, got 0"):
         models.two_layer_network(1, 0, 1)
+    with pytest.raises(InputError, match="num_hidden must be an integer >= 1, got 2.7"):
+        models.two_layer_network(1, 2.7, 1)     # was: built h = 2 silently

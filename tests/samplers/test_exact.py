@@ -55,8 +55,11 @@ def test_exact_samplers_give_the_closed_form_on_linear_regression(regression, sa
     assert result.std_error < 0.1 * exact  # a test that can fail: the error bar is tight
     assert result.sampled_weights == (3 if mask is None else sum(mask))
     assert not result.warnings
-    # the adaptation reached its target acceptance; the chains are at equilibrium (T = 1)
-    assert abs(result.mala_acceptance - sampler.target_acceptance) < 0.1
+    # the adaptation reached its target acceptance (dual averaging's final, averaged step is
+    # a little shorter than its last iterate, so the acceptance lands at or above the target:
+    # 0.86-0.92 for HMC's 0.8 over keys 1-4 here, restricted, from w* or dispersed starts);
+    # the chains are at equilibrium (T = 1)
+    assert -0.1 < result.mala_acceptance - sampler.target_acceptance < 0.15
     assert abs(result.temperature - 1) < 4 * result.temperature_std_error + 0.05
 
 

@@ -95,6 +95,7 @@ from slt.samplers.tempering import Tempering
 from slt.validation import (
     InputError,
     require_callable,
+    require_choices,
     require_instance,
     require_int,
     require_key,
@@ -411,9 +412,10 @@ def compare(
 
     Raises:
       InputError (a ValueError, `slt.validation`): problems not a dict of Problems, problems
-        with different numbers of examples n, key not a PRNG key, plan not a
+        with different numbers of examples n, methods not a method or a sequence of them (an
+        unknown one: the message lists them), key not a PRNG key, plan not a
         `ComparisonPlan`, and what the estimators reject.
-      ValueError: no problems, or an unknown method (the message lists them).
+      ValueError: no problems.
 
     Example:
       >>> x, y = problem.data["x"], problem.data["y"]        # simulated at w = (1, -0.5)
@@ -427,10 +429,7 @@ def compare(
       d=1  149.6    150.1
       d=2  140.9    141.6
     """
-    methods = (methods,) if isinstance(methods, str) else tuple(methods)
-    unknown = set(methods) - set(METHODS)
-    if unknown:
-        raise ValueError(f"unknown method(s) {sorted(unknown)}; available: {', '.join(METHODS)}")
+    methods = require_choices("methods", methods, METHODS)
     _check_problems(problems)
     require_key(key)
     require_instance("plan", plan, ComparisonPlan, "a ComparisonPlan value")

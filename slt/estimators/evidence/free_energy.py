@@ -75,7 +75,7 @@ from slt.results import Persistable
 from slt.samplers.importance import PARETO_K_LIMIT, ImportanceRun, importance_log_evidence
 from slt.samplers.nested import NestedRun, NestedSampling, nested_sampling
 from slt.samplers.tempering import INDEPENDENCE_MAX_DIM, SMCRun, Tempering, tempered_smc
-from slt.validation import InputError, require_instance, require_int
+from slt.validation import InputError, require_instance, require_int, require_one_of
 
 __all__ = ["FreeEnergyResult", "disagreement", "free_energy", "thermodynamic_integral"]
 
@@ -306,8 +306,7 @@ def free_energy(
       >>> round(-slt.truth.linear_regression_log_evidence(x, y, 1.0, 1.0), 2)   # exact F
       141.55
     """
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; available: {', '.join(METHODS)}")
+    require_one_of("method", method, METHODS)
     if method == "auto" and isinstance(sampler, NestedSampling):
         method = "nested"
     if method == "nested":

@@ -63,7 +63,13 @@ from slt.estimators.evidence.wbic import (
 from slt.fit import FitResult
 from slt.problem import Problem, require_problem
 from slt.results import Persistable
-from slt.validation import require_int, require_key, require_positive
+from slt.validation import (
+    InputError,
+    require_float_array,
+    require_int,
+    require_key,
+    require_positive,
+)
 
 __all__ = [
     "RLCTResult", "rlct", "rlct_from_draws", "inverse_temperatures", "temperatures",
@@ -306,17 +312,20 @@ def inverse_temperatures(n: int, multipliers=DEFAULT_MULTIPLIERS, betas=None) ->
       array([0.1086, 0.2171, 0.4343])
 
     Raises:
-      InputError: a beta or multiplier not finite and > 0.
-      ValueError: n < 3, fewer than 3 distinct betas, or n beta <= e for some beta.
+      InputError: a beta or multiplier not a finite number > 0, or fewer than 3 distinct
+        betas.
+      ValueError: n < 3, or n beta <= e for some beta.
     """
     if n < 3:
         raise ValueError(f"rlct needs n >= 3, got n = {n}")
-    given = np.asarray(multipliers if betas is None else betas, np.float64).reshape(-1)
+    name = "multipliers" if betas is None else "betas"
+    given = require_float_array(name, multipliers if betas is None else betas).reshape(-1)
     for value in given:
-        require_positive("every multiplier" if betas is None else "every beta", value)
+        require_positive(f"every entry of {name}", value)
     betas = np.unique(given / np.log(n) if betas is None else given)
     if betas.size < 3:
-        raise ValueError(f"give at least 3 distinct betas, got {betas.tolist()}")
+        raise InputError(f"{name} must give at least 3 distinct inverse temperatures, got "
+                         f"betas {betas.tolist()}")
     if not np.all(np.log(n * betas) > 1.0):
         raise ValueError(
             f"every beta must have n beta > e (log(n beta) > 1), got {betas} with n = {n}: "

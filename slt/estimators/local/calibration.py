@@ -27,7 +27,14 @@ once in one compiled program (step size and gamma are per-chain runtime values).
      step or by minibatch noise. The two-standard-error allowance keeps a short noisy run from
      failing a good candidate, so the hot side catches only gross heating; the estimate of T
      in the final run, with its warning, is sharper.
-The chosen step size is the **largest passing one** (fastest mixing among the accurate ones).
+The chosen step size is the **largest passing candidate** (`Calibration(choice="largest")`,
+the default: fastest mixing among the accurate ones). A candidate grid step is a factor 2.15,
+so where the passing set's edge is decided by noise the choice moves by that factor between
+keys. `Calibration(choice="fitted")` reads the step from lines fitted through every usable
+candidate instead (`fitted_step_size`): the largest step whose predicted temperature is within
+3% of 1, whose predicted MALA acceptance is at least `min_acceptance` and whose noise ratio
+passes. The sweep still needs one passing candidate, and the warmup `llc` needs is the
+longest any passing candidate needed.
 
 Chains that need longer to settle. How long chains take to forget w* grows with the spread of
 the loss's curvatures (the condition number of the Hessian at w*), which grows with the width
@@ -52,7 +59,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from slt.estimators.local.center import NUM_EXAMPLES, per_example_gradient_moments
+from slt.estimators.local.center import measure_center
 from slt.estimators.local.posterior import (
     LocalPosterior,
     check_local_run,
@@ -71,6 +78,7 @@ from slt.validation import InputError
 __all__ = [
     "CalibrationResult",
     "default_step_sizes",
+    "fitted_step_size",
     "gradient_noise_ratio",
     "llc_calibrate",
 ]
@@ -87,6 +95,10 @@ CALIBRATION_MALA_EVERY = 5
 SETTLING_CANDIDATES = 3
 # The default grid moves down to the noise limit when fewer of its candidates lie below it.
 USABLE_CANDIDATES = 4
+# Calibration(choice="fitted") chooses the step whose fitted temperature is 1 + this.
+FITTED_TEMPERATURE = 0.03
+# ... by the temperature's fitted line only when its slope is this many standard errors above 0.
+SLOPE_Z = 2.0
 
 
 def default_step_sizes(nbeta: float, preconditioner: str | None,
@@ -122,6 +134,8 @@ class CalibrationResult(Persistable):
       num_warmup: the warmup of the chosen candidate's sweep: the default, or longer where
         the sweep had to be lengthened for the chains to settle (`llc` then warms up at
         least this long).
+      gradients: the per-example gradients the sweeps' chain steps spent (steps times batch
+        size).
     """
 
     step_size: float
@@ -129,12 +143,15 @@ class CalibrationResult(Persistable):
     table: pd.DataFrame = field(repr=False)
     criterion: str = field(repr=False, default=__doc__)
     num_warmup: int = 0
+    gradients: int = 0
 
     def summary(self) -> pd.DataFrame:
         """One row per candidate (step size, gamma): `table` with a column ``chosen`` that
-        marks the candidate picked."""
-        chosen = (self.table["step_size"] == self.step_size) & (self.table["gamma"] == self.gamma)
-        return self.table.assign(chosen=chosen)
+        marks the candidate picked (a fitted step size, `Calibration(choice="fitted")`: the
+        candidate nearest to it)."""
+        distance = np.abs(np.log(self.table["step_size"].to_numpy(float) / self.step_size))
+        distance[self.table["gamma"].to_numpy() != self.gamma] = np.inf
+        return self.table.assign(chosen=distance == distance.min())
 
     def to_xarray(self) -> xr.Dataset:
         """The sweep as an xarray Dataset: the columns of `summary` (step_size, gamma, llc,
@@ -220,10 +237,14 @@ def llc_calibrate(
     sweeping = replace(sampler, mala_every=CALIBRATION_MALA_EVERY, extrapolate=False)
     grid_steps, grid_gammas = _candidate_grid(step_sizes, gammas)
 
+    spent = [0]
+
     def sweep(sweep_key, steps, sweep_gammas, warmup, samples
               ) -> tuple[pd.DataFrame, np.ndarray]:
         """Every candidate (steps[i], sweep_gammas[i]) run and assessed, in one program: its
         table rows, and whether each fails only by not having settled."""
+        spent[0] += (steps.size * chains_per_candidate * (warmup + samples)
+                     * min(sampler.batch_size, problem.n))
         trace = run_chains(
             problem, params, sweep_key,
             ChainTargets(step_size=steps, gamma=sweep_gammas, nbeta=np.full(steps.size, nbeta),
@@ -271,8 +292,60 @@ def llc_calibrate(
         )
     best_gamma = passing["gamma"].min()
     chosen = passing[passing["gamma"] == best_gamma].sort_values("step_size").iloc[-1]
-    return CalibrationResult(step_size=float(chosen["step_size"]), gamma=float(best_gamma),
-                             table=table, num_warmup=int(chosen["num_warmup"]))
+    step_size = float(chosen["step_size"])
+    if sweep_options.choice == "fitted":
+        fitted = fitted_step_size(table[table["gamma"] == best_gamma], min_acceptance,
+                                  max_noise_ratio / noise_per_step if noise_per_step > 0
+                                  else np.inf)
+        step_size = step_size if fitted is None else fitted
+    return CalibrationResult(step_size=step_size, gamma=float(best_gamma), table=table,
+                             num_warmup=int(passing["num_warmup"].max()), gradients=spent[0])
+
+
+def fitted_step_size(table: pd.DataFrame, min_acceptance: float, noise_limit: float
+                     ) -> float | None:
+    """The step size `Calibration(choice="fitted")` chooses from one gamma's candidates.
+
+    Usable candidates: no divergence, settled (neither drifting nor cold), a measured
+    temperature. Two lines through them, both fitted over every usable candidate so that no
+    one short run decides:
+
+      T(eps) - 1 = a eps           (weighted least squares through the origin, weights
+                                    1 / se(T)^2: SGLD's heating, discretisation and minibatch
+                                    noise alike, vanishes with eps and grows linearly with it
+                                    at small eps; measured on the tanh network at f = 0:
+                                    (T - 1) / eps = 750, 750, 706, 706 over 2e-4 .. 1.7e-3),
+      log(1 - acc(eps)) = c + p log eps   (least squares, over candidates with 1 - acc in
+                                    (1e-6, 0.9)).
+
+    The temperature's line counts only where its slope is more than SLOPE_Z (2) of its
+    standard errors above 0: short runs of a model with few weights measure T to +-0.15, and a
+    line through such noise would move the step by a decade from key to key (measured on a
+    ReLU 2-4-1 network). The step is the largest whose predicted T - 1 is at most
+    FITTED_TEMPERATURE (3%), whose
+    predicted acceptance is at least `min_acceptance`, and which is at most `noise_limit` (the
+    noise ratio's bound), clipped to the range of the usable candidates (the smallest settled
+    one: smaller steps have not been seen to settle; the largest: larger ones were not seen to
+    be safe). None with fewer than 3 usable candidates (the caller keeps the largest passing
+    one).
+    """
+    usable = table[~table["diverged"] & table["settled"] & np.isfinite(table["temperature"])
+                   & (table["temperature_se"] > 0)]
+    if len(usable) < 3:
+        return None
+    eps = usable["step_size"].to_numpy(float)
+    weights = usable["temperature_se"].to_numpy(float) ** -2
+    information = np.sum(weights * eps**2)
+    slope = np.sum(weights * eps * (usable["temperature"].to_numpy(float) - 1)) / information
+    heating = slope > SLOPE_Z / np.sqrt(information)  # measured, not noise
+    limits = [noise_limit, FITTED_TEMPERATURE / slope if heating else np.inf]
+    rejection = 1 - usable["mala_acceptance"].to_numpy(float)
+    fit = (rejection > 1e-6) & (rejection < 0.9)
+    if fit.sum() >= 2:
+        power, offset = np.polyfit(np.log(eps[fit]), np.log(rejection[fit]), 1)
+        if power > 0:
+            limits.append(float(np.exp((np.log(1 - min_acceptance) - offset) / power)))
+    return float(np.clip(min(limits), eps.min(), eps.max()))
 
 
 def _largest_per_gamma(table: pd.DataFrame, waiting: np.ndarray) -> np.ndarray:
@@ -301,7 +374,6 @@ def gradient_noise_ratio(
     nbeta: float,
     sampler: SGLD,
     mask=None,
-    num_examples: int = NUM_EXAMPLES,
 ) -> float:
     """r(eps): minibatch gradient noise relative to the injected Langevin noise, at w*.
 
@@ -315,11 +387,12 @@ def gradient_noise_ratio(
     G = 1 without preconditioning; for RMSprop G_j = 1 / (delta + sqrt(v_j)) with v_j the
     stationary mean square of the scaled gradient, (n beta)^2 (mean_j^2 + Var_b(g_j)); b and
     the preconditioner are `sampler`'s (an `SGLD`).
-    Var_i is estimated from the per-example gradients of `num_examples` examples (evenly spaced
-    through the data, `slt.estimators.local.center.per_example_gradient_moments`). With a
+    Var_i is estimated from the per-example gradients of 512 examples evenly spaced through the
+    data (`slt.estimators.local.center.measure_center`). With a
     `mask` (flat booleans: a restricted run) d and the sum count the selected weights only.
     """
-    mean, mean_square = per_example_gradient_moments(problem, params, num_examples=num_examples)
+    measured = measure_center(problem, params)
+    mean, mean_square = measured.mean, measured.mean_square
     variance = jnp.maximum(mean_square - mean**2, 0.0)
     b = min(sampler.batch_size, problem.n)
     minibatch_variance = variance / b * (problem.n - b) / max(problem.n - 1, 1)

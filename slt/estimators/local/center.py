@@ -12,7 +12,7 @@ the default, starts every chain at
     w_0 = w* + s * xi,   xi ~ N(0, I),   s_j = min(1 / sqrt(n beta F_jj + gamma), (n beta)^(-1/4)),
 
 over the coordinates it samples. F_jj is the loss's curvature along weight j at w*
-(`curvature_diagonal`): the larger of the empirical Fisher information, the mean over examples
+(`start_scale`): the larger of the empirical Fisher information, the mean over examples
 of (d l_i / d w_j)^2 (the Hessian's diagonal at a well-specified minimum), and a Hutchinson
 estimate of the Hessian's diagonal, both from `NUM_EXAMPLES` examples evenly spaced through
 the data. In an identified direction 1 / sqrt(n beta F_jj + gamma) is the local posterior's
@@ -42,19 +42,22 @@ both are large.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from slt import compile_cache
 from slt.problem import Params, Problem
 
-__all__ = ["NUM_EXAMPLES", "NUM_PROBES", "MinimumCheck", "curvature_diagonal", "minimum_check",
-           "per_example_gradient_moments", "start_scale"]
+__all__ = ["CHUNK", "NUM_EXAMPLES", "NUM_PROBES", "CenterMeasurements", "MinimumCheck",
+           "measure_center", "minimum_check", "start_scale"]
 
 NUM_EXAMPLES = 512
 NUM_PROBES = 8
+CHUNK = 64
 
 
 class MinimumCheck(NamedTuple):
@@ -66,77 +69,85 @@ class MinimumCheck(NamedTuple):
     shortfall: float
 
 
-def per_example_gradient_moments(problem: Problem, params: Params, *,
-                                 num_examples: int = NUM_EXAMPLES, chunk: int = 64
-                                 ) -> tuple[jax.Array, jax.Array]:
-    """The mean and the mean square, over examples, of the per-example gradients
-    grad_w l_i(w) at `params` (flat, `Problem.ravel` order), l_i = -log p(z_i | w).
+class CenterMeasurements(NamedTuple):
+    """What `measure_center` finds at w*, flat (`Problem.ravel` order), float64.
 
-    `num_examples` examples evenly spaced through the data (all of them when n is smaller,
-    rounded down to a multiple of `chunk`), their gradients computed `chunk` at a time so that
-    memory is O(chunk * d).
+    gradient: grad L_n(w*) on the full data.
+    mean, mean_square: the mean and the mean square over `NUM_EXAMPLES` examples (evenly
+      spaced through the data) of the per-example gradients grad l_i(w*), l_i = -log p(z_i|w).
+    hessian_diagonal: Hutchinson's estimate of the diagonal of the Hessian of the mean loss
+      over the same examples, mean_k v_k * (H v_k) over `NUM_PROBES` Rademacher probes v_k
+      (exact for a diagonal Hessian).
     """
-    count = min(num_examples, problem.n)
-    count -= count % min(chunk, count)
-    indices = jnp.linspace(0, problem.n - 1, count).astype(jnp.int32).reshape(-1, min(chunk, count))
-    flat = problem.ravel(params)
 
+    gradient: np.ndarray
+    mean: np.ndarray
+    mean_square: np.ndarray
+    hessian_diagonal: np.ndarray
+
+
+def measure_center(problem: Problem, params: Params) -> CenterMeasurements:
+    """The `CenterMeasurements` of `params`: one compiled program per problem and shape
+    (`slt.compile_cache`), the data its argument; per-example gradients `CHUNK` at a time
+    (memory O(CHUNK d))."""
+    flat = problem.ravel(params)
+    count = min(NUM_EXAMPLES, problem.n)
+    count -= count % min(CHUNK, count)
+    indices = jnp.linspace(0, problem.n - 1, count).astype(jnp.int32).reshape(
+        -1, min(CHUNK, count))
+    probes = jax.random.rademacher(jax.random.key(0), (NUM_PROBES, flat.size), flat.dtype)
+    leaves = jax.tree.leaves(problem.data)
+    signature = ("centre measurements", flat.shape, str(flat.dtype), indices.shape,
+                 tuple((leaf.shape, str(leaf.dtype)) for leaf in leaves))
+    program, _ = compile_cache.compiled_for(
+        problem, signature,
+        lambda: jax.jit(functools.partial(_measurements, problem)).lower(
+            flat, problem.data, indices, probes).compile())
+    return CenterMeasurements(*(np.asarray(value, np.float64) for value in program(
+        flat, problem.data, indices, probes)))
+
+
+def _measurements(problem: Problem, flat, data, indices, probes):
+    """The traced body of `measure_center`'s program."""
     def example_loss(position, index):
-        return -problem.loglik(problem.unravel(position), problem.take(index[None]))[0]
+        return -problem.loglik(problem.unravel(position), problem.take(index[None], data))[0]
 
     def moments(block):
         gradients = jax.vmap(jax.grad(example_loss), in_axes=(None, 0))(flat, block)
         return gradients.sum(0), (gradients**2).sum(0)
 
     sums, squares = jax.lax.map(moments, indices)
-    return sums.sum(0) / count, squares.sum(0) / count
-
-
-def curvature_diagonal(problem: Problem, params: Params, *, num_probes: int = NUM_PROBES,
-                       key: jax.Array | None = None) -> np.ndarray:
-    """An estimate of the loss's curvature along every flat weight at `params`: the larger of
-    the empirical Fisher information F_jj (`per_example_gradient_moments`) and Hutchinson's
-    estimate of the Hessian's diagonal, mean_k v_k * (H v_k) over `num_probes` Rademacher
-    probes v_k (exact for a diagonal Hessian), of the mean loss over the same
-    `NUM_EXAMPLES` examples; never below 0. F alone misses curvature that the per-example
-    gradients do not carry (a loss without noise, whose every per-example gradient vanishes at
-    its minimum); H alone is noisy where the Hessian is far from diagonal."""
-    count = min(NUM_EXAMPLES, problem.n)
-    batch = problem.take(jnp.linspace(0, problem.n - 1, count).astype(jnp.int32))
-    flat = problem.ravel(params)
+    batch = problem.take(indices.ravel(), data)
 
     def sample_loss(position):
         return -jnp.mean(problem.loglik(problem.unravel(position), batch))
 
-    probes = jax.random.rademacher(jax.random.key(0) if key is None else key,
-                                   (num_probes, flat.size), flat.dtype)
     products = jax.lax.map(lambda v: v * jax.jvp(jax.grad(sample_loss), (flat,), (v,))[1],
                            probes)
-    hessian = np.asarray(products.mean(0), np.float64)
-    fisher = np.asarray(per_example_gradient_moments(problem, params)[1], np.float64)
-    return np.maximum(np.maximum(fisher, hessian), 0.0)
+    gradient = jax.grad(lambda position: -jnp.mean(problem.loglik(problem.unravel(position),
+                                                                  data)))(flat)
+    return gradient, sums.sum(0) / indices.size, squares.sum(0) / indices.size, products.mean(0)
 
 
-def start_scale(problem: Problem, params: Params, *, nbeta: float, gamma: float) -> np.ndarray:
-    """The standard deviations s_j of the chains' starting offsets around `params` (module
-    doc), one per flat weight."""
-    curvature = curvature_diagonal(problem, params)
+def start_scale(measured: CenterMeasurements, *, nbeta: float, gamma: float) -> np.ndarray:
+    """The standard deviations s_j of the chains' starting offsets around w* (module doc),
+    one per flat weight, from its `measure_center`: the curvature along weight j is the
+    larger of the empirical Fisher information (`mean_square`) and the Hessian's diagonal,
+    never below 0 (the Fisher alone misses curvature the per-example gradients do not carry,
+    as in a loss without noise; the Hessian's estimate alone is noisy where it is far from
+    diagonal)."""
+    curvature = np.maximum(np.maximum(measured.mean_square, measured.hessian_diagonal), 0.0)
     with np.errstate(divide="ignore"):
         identified = 1.0 / np.sqrt(nbeta * curvature + gamma)
     return np.minimum(identified, nbeta**-0.25)
 
 
-def minimum_check(problem: Problem, params: Params, *, nbeta: float, gamma: float,
-                  mask: np.ndarray | None = None) -> MinimumCheck:
-    """The `MinimumCheck` of `params` (module doc): g = grad L_n on the full data, the
-    per-example gradients' variance and mean square from `per_example_gradient_moments`,
-    over the weights `mask` selects (flat booleans; None: all). Weights whose per-example
-    gradients do not vary carry no information and are left out."""
-    flat = problem.ravel(params)
-    gradient = np.asarray(jax.grad(lambda position: problem.loss(problem.unravel(position)))(
-        flat), np.float64)
-    mean, mean_square = (np.asarray(v, np.float64) for v in per_example_gradient_moments(
-        problem, params))
+def minimum_check(problem: Problem, measured: CenterMeasurements, *, nbeta: float,
+                  gamma: float, mask: np.ndarray | None = None) -> MinimumCheck:
+    """The `MinimumCheck` of w* (module doc) from its `measure_center`, over the weights
+    `mask` selects (flat booleans; None: all). Weights whose per-example gradients do not
+    vary carry no information and are left out."""
+    gradient, mean, mean_square = measured.gradient, measured.mean, measured.mean_square
     variance = np.maximum(mean_square - mean**2, 0.0)
     selected = variance > 0 if mask is None else (variance > 0) & np.asarray(mask)
     count = int(selected.sum())

@@ -33,7 +33,8 @@ The checks, and why each threshold is where it is:
   5% of lambda_hat (a difference that matters). The chains start apart (`RunPlan(start=
   "dispersed")`), so chains that have not mixed disagree.
 - `NotSettled`: lambda_hat moves between the halves of the draws by more than 3 standard
-  errors and 1% (`slt.estimators.local.posterior.drifting`).
+  errors and 1% (`slt.estimators.local.posterior.drifting`), or an "auto" run spent its
+  budget before its chains looked stationary (`slt.samplers.run_length`).
 - `LargeStandardError`: the standard error exceeds `MAX_RELATIVE_SE` (10%) of |lambda_hat|.
 - `TooFewDraws`: fewer than 4 draws per chain (R-hat and the effective sample size undefined).
 - `ChainsDidNotMove`: no chain's distance from w* changed over the draws by more than
@@ -179,7 +180,11 @@ def diagnose(result, kept: np.ndarray) -> list[tuple[type[LocalRunWarning], str]
         add(ChainsDisagree, f"the chains disagree (lambda_hat per chain {per_chain}; R-hat "
             f"{result.rhat:.2f}): they have not mixed; warm up and draw longer, or check that "
             "w* is an isolated minimum at this gamma")
-    if drifting(kept, result.drift_z):
+    if "before the chains looked stationary" in result.stop_reason:
+        add(NotSettled, f"{result.stop_reason} (split R-hat {result.rhat:.3f}): lambda_hat "
+            f"{result.llc_mean:.3g} may still be moving; raise RunPlan(max_steps=...), or a "
+            "larger SGLD(batch_size=...), which admits a proportionally larger step")
+    elif drifting(kept, result.drift_z):
         first, second = (kept[:, part].mean() for part in np.array_split(
             np.arange(kept.shape[1]), 2))
         add(NotSettled, f"lambda_hat drifts from {first:.3g} (first half of the draws) to "

@@ -32,7 +32,12 @@ import pandas as pd
 import xarray as xr
 
 from slt.estimators.local.calibration import llc_calibrate
-from slt.estimators.local.center import MinimumCheck, minimum_check, start_scale
+from slt.estimators.local.center import (
+    MinimumCheck,
+    measure_center,
+    minimum_check,
+    start_scale,
+)
 from slt.estimators.local.diagnostics import RunNote, diagnose, warning_name
 from slt.estimators.local.posterior import (
     LocalPosterior,
@@ -111,6 +116,11 @@ class LLCResult(Persistable):
         and its traces are the combinations 2 x_{eps/2} - x_eps.
       sampled_weights: how many weights the chains moved: all d, or those `restrict_to`
         selected (the weight-refined LLC; the others stayed at w*).
+      gradients: the per-example gradients the estimate cost: every chain step of its runs
+        (repetitions included) times the batch size (n for an exact sampler; twice for
+        extrapolated twins), plus the calibration's (`CalibrationResult.gradients`).
+      stop_reason: why the run stopped where it did (`slt.samplers.run_length`): the planned
+        draws made, the standard error's target reached, or the budget spent first.
       gradient_z, shortfall: whether w* is a minimum of L_n (`slt.estimators.local.center`):
         the gradient's score statistic above its value at a population minimum, in its
         standard deviations, and the expected shortfall of lambda_hat it causes.
@@ -146,6 +156,8 @@ class LLCResult(Persistable):
     sampler: str = "SGLD"
     gradient_z: float = float("nan")
     shortfall: float = float("nan")
+    gradients: int = 0
+    stop_reason: str = ""
 
     @property
     def num_chains(self) -> int:
@@ -175,6 +187,8 @@ class LLCResult(Persistable):
                     "chains": self.num_chains,
                     "sampled_weights": self.sampled_weights,
                     "draws": self.num_samples,
+                    "warmup": self.num_warmup,
+                    "gradients": self.gradients,
                     "step_size": self.step_size,
                     "extrapolated": self.extrapolated,
                     "gamma": self.gamma,
@@ -189,6 +203,7 @@ class LLCResult(Persistable):
                     "diverged_chains": int(np.sum(self.diverged_at >= 0)),
                     "compile_s": self.compile_time,
                     "run_s": self.run_time,
+                    "stopped": self.stop_reason,
                     "warnings": ", ".join(self.warning_names),
                 }
             ]
@@ -315,12 +330,12 @@ def llc(
     if calibrates(sampler):
         calibration_key, key = jax.random.split(key)
         calibrations = [(params, posterior.restrict_to, calibration_key)]
-    step_sizes, plan, notes = chosen_step_sizes(problem, posterior, sampler, plan,
-                                                calibrations)
+    step_sizes, plan, notes, spent = chosen_step_sizes(problem, posterior, sampler, plan,
+                                                       calibrations)
     ((result, _),) = local_runs(problem, [params], [LocalPart(0, mask, step_sizes[0])], key,
                                 LocalRun(posterior, sampler, plan), description="llc",
                                 notes=notes)
-    return result
+    return replace(result, gradients=result.gradients + spent[0])
 
 
 class LocalRun(NamedTuple):
@@ -340,8 +355,9 @@ def calibrates(sampler: Sampler) -> bool:
 
 def chosen_step_sizes(problem: Problem, posterior: LocalPosterior, sampler: Sampler,
                       plan: RunPlan, calibrations: list
-                      ) -> tuple[list[float], RunPlan, tuple[str, ...]]:
-    """The step size of every part, the plan, and the notes for the results.
+                      ) -> tuple[list[float], RunPlan, tuple[str, ...], list[int]]:
+    """The step size of every part, the plan, the notes for the results, and the gradients
+    each part's calibration spent (`CalibrationResult.gradients`).
 
     SGLD with a numeric step: that step for every part. SGLD calibrating: `llc_calibrate`
     for every (params, restrict_to, key) of `calibrations` (one per part), and the plan's
@@ -351,18 +367,20 @@ def chosen_step_sizes(problem: Problem, posterior: LocalPosterior, sampler: Samp
     """
     if not calibrates(sampler):
         step = sampler.step_size if sampler.step_size != "auto" else 1.0 / posterior.nbeta
-        return [float(step)] * max(len(calibrations), 1), plan, ()
+        parts = max(len(calibrations), 1)
+        return [float(step)] * parts, plan, (), [0] * parts
     found = [llc_calibrate(problem, params, key, posterior=replace(posterior,
                                                                     restrict_to=restrict_to),
                            sampler=sampler, progress=plan.progress)
              for params, restrict_to, key in calibrations]
     needed = max(result.num_warmup for result in found)
     notes = ()
-    if needed > plan.num_warmup:
+    if plan.num_warmup != "auto" and needed > plan.num_warmup:
         notes = (f"step_size='auto': the calibration's chains needed {needed} warmup steps to "
                  f"settle; num_warmup raised from {plan.num_warmup} to {needed}",)
         plan = replace(plan, num_warmup=needed)
-    return [result.step_size for result in found], plan, notes
+    return ([result.step_size for result in found], plan, notes,
+            [result.gradients for result in found])
 
 
 class LocalPart(NamedTuple):
@@ -401,10 +419,13 @@ def local_runs(problem: Problem, centers: list[Params], parts: list[LocalPart],
     repeats = [0] * len(parts)
     notes: list[list[str]] = [list(notes) for _ in parts]
     repeat_when_hot = calibrates(sampler) and plan.checkpoint is None
+    batch_size = min(sampler.batch_size, problem.n) if isinstance(sampler, SGLD) else problem.n
+    extrapolated = bool(getattr(sampler, "extrapolate", False))
+    spent = [0] * len(parts)
+    measured = [measure_center(problem, center) for center in centers]
     scales = None if plan.start == "center" else [
-        start_scale(problem, center, nbeta=posterior.nbeta, gamma=posterior.gamma)
-        for center in centers]
-    minima = [minimum_check(problem, centers[part.center], nbeta=posterior.nbeta,
+        start_scale(found, nbeta=posterior.nbeta, gamma=posterior.gamma) for found in measured]
+    minima = [minimum_check(problem, measured[part.center], nbeta=posterior.nbeta,
                             gamma=posterior.gamma, mask=part.mask) for part in parts]
     pending = list(range(len(parts)))
     while pending:
@@ -414,19 +435,23 @@ def local_runs(problem: Problem, centers: list[Params], parts: list[LocalPart],
                      several=len(centers) > 1),
             sampler=sampler, plan=plan, observables=observables, description=description,
         )
-        num_chains, num_warmup = plan.num_chains, plan.num_warmup
+        num_chains = plan.num_chains
         repeat = []
         for row, index in enumerate(pending):
             part = parts[index]
             own = _chains_of(trace, slice(row * num_chains, (row + 1) * num_chains), part.center)
+            spent[index] += own.loss.size * batch_size * (2 if extrapolated else 1)
             found, halve = None, False
             if repeat_when_hot and repeats[index] < AUTO_HALVINGS:
-                found, halve = _auto_run_problem(own, num_warmup, posterior.nbeta)
+                found, halve = _auto_run_problem(own, posterior.nbeta,
+                                                 settling=plan.num_warmup != "auto")
             if found is not None:
                 step_size = part.step_size / 2 if halve else part.step_size
+                longer = ("" if plan.num_warmup == "auto" else
+                          f" with {2 * plan.num_warmup} warmup steps")
                 notes[index].append(
                     f"step_size='auto': the run at the calibrated step {part.step_size:.3g} "
-                    f"{found}; repeated at {step_size:.3g} with {2 * num_warmup} warmup steps"
+                    f"{found}; repeated at {step_size:.3g}{longer}"
                 )
                 parts[index] = part._replace(step_size=step_size)
                 repeats[index] += 1
@@ -436,12 +461,13 @@ def local_runs(problem: Problem, centers: list[Params], parts: list[LocalPart],
                 np.median(own.step_size))
             results[index] = summarise_trace(
                 own, LocalRun(posterior, sampler, plan), used_step,
-                batch_size=min(sampler.batch_size, problem.n) if isinstance(sampler, SGLD)
-                else problem.n, notes=notes[index],
+                batch_size=batch_size, notes=notes[index], gradients=spent[index],
                 sampled_weights=problem.dim if part.mask is None else int(part.mask.sum()),
                 minimum=minima[index],
             ), own
-        pending, plan = repeat, replace(plan, num_warmup=2 * plan.num_warmup)
+        pending = repeat
+        if plan.num_warmup != "auto":
+            plan = replace(plan, num_warmup=2 * plan.num_warmup)
     return results
 
 
@@ -466,7 +492,8 @@ def _targets(problem: Problem, posterior: LocalPosterior, parts: list[LocalPart]
 def _chains_of(trace, rows: slice, center: int):
     """The part of a `ChainTrace` that belongs to the chains `rows` around centre `center`."""
     per_chain = ("loss", "center_loss", "log_acceptance", "gradient_product", "laplacian",
-                 "distance", "diverged_at", "final_position")
+                 "distance", "diverged_at", "final_position", "warmup_steps", "kept_steps",
+                 "stop_reason")
     full_loss = trace.center_full_loss
     return trace._replace(
         **{name: getattr(trace, name)[rows] for name in per_chain},
@@ -477,42 +504,52 @@ def _chains_of(trace, rows: slice, center: int):
     )
 
 
-def _auto_run_problem(trace, num_warmup, nbeta) -> tuple[str | None, bool]:
+def _auto_run_problem(trace, nbeta, *, settling: bool) -> tuple[str | None, bool]:
     """Why a run at a calibrated step size must be repeated, and whether at half the step:
     diverged chains, or chains hotter than 1 + HOT_TEMPERATURE by more than one standard
-    error (halve); chains that had not settled (`drifting`; the same step, a longer
-    warmup). (None, False) when the run stands."""
+    error (halve); with `settling` (a fixed warmup), chains that had not settled
+    (`drifting`; the same step, a longer warmup). (None, False) when the run stands."""
     diverged = trace.diverged_at[trace.diverged_at >= 0]
     if diverged.size:
         return f"{diverged.size} chain(s) diverged (first at step {int(diverged.min())})", True
-    temperature, temperature_se = _temperature(trace, num_warmup)
+    temperature, temperature_se = _temperature(trace)
     if temperature - 1 > HOT_TEMPERATURE + temperature_se:
         return (f"was hot (configurational temperature {temperature:.2f} ± "
                 f"{temperature_se:.2f})"), True
-    values = nbeta * (trace.loss[:, num_warmup:] - trace.center_loss[:, num_warmup:])
-    if drifting(values, trace_drift(values)):
+    kept = _kept(trace)
+    values = nbeta * (trace.loss[:, kept] - trace.center_loss[:, kept])
+    if settling and drifting(values, trace_drift(values)):
         return "had not settled (lambda_hat drifting between the halves of the draws)", False
     return None, False
 
 
-def _temperature(trace, num_warmup) -> tuple[float, float]:
-    """Configurational temperature (and its se) of the non-diverged chains after warmup."""
-    healthy = trace.diverged_at < 0
+def _kept(trace) -> slice:
+    """The steps of a part's chains kept as draws (`ChainTrace.warmup_steps`, `kept_steps`)."""
+    warmup = int(trace.warmup_steps[0])
+    return slice(warmup, warmup + int(trace.kept_steps[0]))
+
+
+def _temperature(trace) -> tuple[float, float]:
+    """Configurational temperature (and its se) of the non-diverged chains' kept draws."""
+    healthy, kept = trace.diverged_at < 0, _kept(trace)
     return configurational_temperature(
-        trace.gradient_product[:, num_warmup:][healthy], trace.laplacian[:, num_warmup:][healthy]
+        trace.gradient_product[:, kept][healthy], trace.laplacian[:, kept][healthy]
     )
 
 
 def summarise_trace(trace: ChainTrace, run: LocalRun, step_size: float, *, batch_size: int,
                     notes=(), sampled_weights: int | None = None,
-                    minimum: MinimumCheck | None = None) -> LLCResult:
+                    minimum: MinimumCheck | None = None, gradients: int = 0) -> LLCResult:
     """Turn a `ChainTrace` of `run` (warmup included) into an `LLCResult` (estimate,
-    standard error, diagnostics); `step_size` is the one the chains used (an exact sampler's
-    adapted step: the median over its chains); `minimum`: the centre's `MinimumCheck`."""
-    posterior, sampler, plan = run
-    nbeta, num_warmup = posterior.nbeta, plan.num_warmup
-    loss = trace.loss[:, num_warmup:]
-    center_loss = trace.center_loss[:, num_warmup:]
+    standard error, diagnostics) from its kept draws (`ChainTrace.warmup_steps`,
+    `kept_steps`); `step_size` is the one the chains used (an exact sampler's adapted step:
+    the median over its chains); `minimum`: the centre's `MinimumCheck`; `gradients`: the
+    per-example gradients its runs spent."""
+    posterior, sampler, _ = run
+    nbeta, kept_steps = posterior.nbeta, _kept(trace)
+    num_warmup = kept_steps.start
+    loss = trace.loss[:, kept_steps]
+    center_loss = trace.center_loss[:, kept_steps]
     healthy = trace.diverged_at < 0
     if not healthy.any():
         raise FloatingPointError(
@@ -523,9 +560,9 @@ def summarise_trace(trace: ChainTrace, run: LocalRun, step_size: float, *, batch
     per_chain = np.where(healthy, per_draw.mean(axis=1), np.nan)
     kept = per_draw[healthy]
     mean, std_error, ess, rhat = trace_statistics(kept)
-    acceptance = np.exp(trace.log_acceptance[:, num_warmup:][healthy])
+    acceptance = np.exp(trace.log_acceptance[:, kept_steps][healthy])
     mala = float(np.nanmean(acceptance)) if np.isfinite(acceptance).any() else float("nan")
-    temperature, temperature_se = _temperature(trace, num_warmup)
+    temperature, temperature_se = _temperature(trace)
     return _with_warnings(LLCResult(
         llc_mean=mean,
         std_error=std_error,
@@ -547,7 +584,7 @@ def summarise_trace(trace: ChainTrace, run: LocalRun, step_size: float, *, batch
         suggested_step_size=None if healthy.all() else step_size / 10,
         compile_time=trace.compile_time,
         run_time=trace.run_time,
-        distance_trace=trace.distance[:, num_warmup:],
+        distance_trace=trace.distance[:, kept_steps],
         extrapolated=bool(getattr(sampler, "extrapolate", False)),
         temperature=temperature,
         temperature_std_error=temperature_se,
@@ -555,6 +592,8 @@ def summarise_trace(trace: ChainTrace, run: LocalRun, step_size: float, *, batch
         sampled_weights=sampled_weights,
         sampler=type(sampler).__name__,
         **({} if minimum is None else minimum._asdict()),
+        gradients=int(gradients),
+        stop_reason=str(trace.stop_reason[0]),
     ), kept, notes)
 
 

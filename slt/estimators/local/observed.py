@@ -26,6 +26,7 @@ draws).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 import jax
 import jax.numpy as jnp
@@ -49,10 +50,15 @@ __all__ = [
     "example_labels",
     "losses_at",
     "observed_runs",
+    "OBSERVED_WARMUP",
     "observation_warnings",
     "rhat",
 ]
 
+
+
+# An "auto" warmup of an observed run: the observations begin after this many steps.
+OBSERVED_WARMUP = 1000
 
 
 def example_batch(problem: Problem, examples, name: str) -> tuple[dict, np.ndarray | None]:
@@ -122,12 +128,22 @@ def _data_batch(problem: Problem, examples: Mapping, name: str) -> dict:
         if array.dtype.kind not in "biuf" or (
                 array.dtype.kind == "f" and not np.isfinite(array).all()):
             raise InputError(f"{name}[{key!r}] must hold finite numbers")
+        with np.errstate(invalid="ignore", over="ignore"):
+            cast = array.astype(template.dtype)
+        if template.dtype.kind in "biu" and not np.array_equal(cast, array):
+            changed = np.flatnonzero(np.ravel(cast != array))[0]
+            raise InputError(
+                f"{name}[{key!r}] holds {np.ravel(array)[changed].item()!r}, which data[{key!r}] "
+                f"(dtype {template.dtype}) cannot hold: give values of the training data's "
+                f"type (integer labels for integer labels)")
         lengths.add(array.shape[0])
-        batch[key] = jnp.asarray(array, template.dtype)
+        batch[key] = jnp.asarray(cast)
     if len(lengths) > 1:
         raise InputError(f"{name}'s arrays have different numbers of examples {sorted(lengths)}")
     if lengths == {0}:
         raise InputError(f"{name} is empty: give at least one example")
+    if problem.prediction is not None:  # labels in range, outputs finite (from_predict's check)
+        problem.prediction.check(problem.reference_params, batch, where=name)
     return batch
 
 
@@ -152,7 +168,11 @@ def observed_runs(problem: Problem, params: Params, key: jax.Array, values: tupl
     Args:
       values: the estimator's (posterior, sampler, plan), as its user gave them (checked
         here, `check_local_run`); SGLD(extrapolate=True) is refused (a twin pair's summaries
-        do not combine).
+        do not combine). The observations begin when the warmup ends, a step fixed before the
+        run: an "auto" num_warmup is `OBSERVED_WARMUP` (1000) steps here (the chains start
+        dispersed over the posterior's width, and the run's diagnostics say whether that
+        sufficed); an "auto" num_samples draws until lambda_hat's standard error reaches the
+        plan's target, as for `llc`.
       parts: {name: restrict_to} (`part_runs`; the posterior's restrict_to must then be
         None); None: one run of the weights the posterior's restrict_to selects.
 
@@ -163,6 +183,8 @@ def observed_runs(problem: Problem, params: Params, key: jax.Array, values: tupl
     """
     posterior, sampler, plan = values
     posterior = check_local_run(problem, params, key, posterior, sampler, plan)
+    if plan.num_warmup == "auto":  # the observations begin at a step fixed in advance
+        plan = replace(plan, num_warmup=OBSERVED_WARMUP)
     if getattr(sampler, "extrapolate", False):
         raise InputError("SGLD(extrapolate=True) is not supported here: the statistics are "
                          "summarised per chain, and a twin pair's do not combine")

@@ -20,7 +20,7 @@ lambda_V = rank(C) rank(D) / 2 (exactly, at any n, when w* minimises L_n: a trai
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import jax
 import numpy as np
@@ -188,11 +188,13 @@ def part_runs(problem: Problem, params: Params, key: jax.Array, run: LocalRun,
         calibration_key, key = jax.random.split(key)
         calibrations = [(params, part, jax.random.fold_in(calibration_key, index))
                         for index, part in enumerate(parts.values())]
-    step_sizes, plan, notes = chosen_step_sizes(problem, posterior, sampler, plan,
-                                                calibrations)
-    return local_runs(
+    step_sizes, plan, notes, spent = chosen_step_sizes(problem, posterior, sampler, plan,
+                                                       calibrations)
+    runs = local_runs(
         problem, [params],
         [LocalPart(0, mask, float(step)) for mask, step in zip(masks, step_sizes, strict=True)],
         key, LocalRun(posterior, sampler, plan), description=description, notes=notes,
         observables=observables,
     )
+    return [(replace(result, gradients=result.gradients + own), trace)
+            for (result, trace), own in zip(runs, spent, strict=True)]

@@ -1,6 +1,7 @@
 """What every local estimator shares: the local posterior (`LocalPosterior`, a value) and its
-default temperature, the checks of a local run's arguments, and the statistics of its loss
-traces.
+default temperature, the checks of a local run's arguments, and (from
+`slt.samplers.run_length`, where the run's length is decided with them) the statistics of its
+loss traces.
 
 Both estimators sample the local tempered posterior pi(w) ∝ exp(-n beta L_n(w) - (gamma / 2)
 ||w - w*||^2) with `slt.samplers.local_chains.run_chains`; the calibration runs candidate step
@@ -13,12 +14,18 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-import arviz as az
 import jax
 import numpy as np
 
 from slt.problem import require_problem
 from slt.samplers.config import HMC, MALA, SGLD, RunPlan
+from slt.samplers.run_length import (
+    MAX_DRIFT,
+    MIN_RELATIVE_DRIFT,
+    drifting,
+    trace_drift,
+    trace_statistics,
+)
 from slt.validation import (
     InputError,
     require_bool,
@@ -41,57 +48,11 @@ __all__ = [
     "check_local_run",
 ]
 
-# lambda_hat moving between the halves of the run by more than this many standard errors
-# (`trace_drift`) earns a warning and fails a calibration candidate.
-MAX_DRIFT = 3.0
-# ... and by more than this fraction of lambda_hat: at lambda ~ 1e4 a standard error is ~0.1%
-# of lambda_hat, and a statistically clear drift can be far too small to matter.
-MIN_RELATIVE_DRIFT = 0.01
-
 def default_nbeta(n: int) -> float:
     """n beta at beta = 1 / log n (Watanabe's WBIC temperature): n / log n."""
     if n < 2:
         raise ValueError(f"n beta = n / log n needs n >= 2, got n = {n}")
     return n / np.log(n)
-
-
-def trace_statistics(values: np.ndarray) -> tuple[float, float, float, float]:
-    """Mean, standard error (sd / sqrt(ESS)), bulk ESS and R-hat of a (chain, draw) array."""
-    chains, draws = values.shape
-    ess = float(az.ess(values)) if draws >= 4 else float(values.size)
-    rhat = float(az.rhat(values)) if chains >= 2 and draws >= 4 else float("nan")
-    std_error = float(values.std() / np.sqrt(max(ess, 1.0)))
-    return float(values.mean()), std_error, ess, rhat
-
-
-def trace_drift(values: np.ndarray) -> float:
-    """How far the mean of a (chain, draw) trace moves between the two halves of the run.
-
-    |mean(second half) - mean(first half)| in standard errors of that difference (each
-    half's standard error from its own ESS, `trace_statistics`). A stationary trace gives
-    about |N(0, 1)|; chains that are still spreading out from w* (too short a warmup for the
-    step size) give a rising lambda_hat and a large value. NaN with fewer than 8 draws.
-    """
-    first, second = _halves(values)
-    if first.shape[1] < 4:
-        return float("nan")
-    se_first, se_second = (trace_statistics(part)[1] for part in (first, second))
-    return float(abs(second.mean() - first.mean()) / np.hypot(se_first, se_second))
-
-
-def drifting(values: np.ndarray, drift_z: float) -> bool:
-    """Whether a (chain, draw) trace has not settled: its mean moves between the halves of
-    the run by more than MAX_DRIFT standard errors (`drift_z`, its `trace_drift`) *and* by
-    more than MIN_RELATIVE_DRIFT of its mean."""
-    first, second = _halves(values)
-    change = abs(second.mean() - first.mean())
-    return bool(drift_z > MAX_DRIFT and change > MIN_RELATIVE_DRIFT * abs(values.mean()))
-
-
-def _halves(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The first and the second half of a (chain, draw) trace's draws (equal lengths)."""
-    half = values.shape[1] // 2
-    return values[:, :half], values[:, half : 2 * half]
 
 
 @dataclass(frozen=True, eq=False)

@@ -189,7 +189,8 @@ def llc_trajectory(
         require_params(problem, params, f"checkpoints[{index}]")
     count = len(checkpoints)
     steps = _training_steps(steps, count)
-    if not -count <= require_int("calibrate_at", calibrate_at) < count:
+    calibrate_at = require_int("calibrate_at", calibrate_at)  # -1.0 -> -1, an index
+    if not -count <= calibrate_at < count:
         raise InputError(f"calibrate_at must index the {count} checkpoints, got {calibrate_at}")
     posterior = check_local_run(problem, checkpoints[calibrate_at], key, posterior, sampler,
                                 plan)
@@ -200,8 +201,8 @@ def llc_trajectory(
         calibration_key, key = jax.random.split(key)
         calibrated_at = calibrate_at % count
         calibrations = [(checkpoints[calibrated_at], posterior.restrict_to, calibration_key)]
-    (step_size,), plan, notes = chosen_step_sizes(problem, posterior, sampler, plan,
-                                                  calibrations)
+    (step_size,), plan, notes, _ = chosen_step_sizes(problem, posterior, sampler, plan,
+                                                     calibrations)
     results, compile_time, run_time = [], 0.0, 0.0
     num_runs = -(-count // per_run)
     for run in range(num_runs):

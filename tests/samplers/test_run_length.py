@@ -1,0 +1,88 @@
+"""The "auto" run length (`slt.samplers.run_length`) on traces whose answer is known, and the
+fitted calibration step (`fitted_step_size`) on a sweep whose lines are known."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import slt
+from slt.estimators.local.calibration import FITTED_TEMPERATURE, fitted_step_size
+from slt.samplers.run_length import MIN_DRAWS, WARMUP_GRID, decide_run_length
+
+AUTO = slt.RunPlan()
+
+
+def _trace(chains=4, steps=3000, transient=0, seed=0, level=10.0, sd=3.0, starts=None):
+    """Independent N(level, sd^2) draws per chain; the first `transient` steps relax
+    linearly from the chains' `starts` (default: 0) to the level."""
+    rng = np.random.default_rng(seed)
+    values = level + sd * rng.standard_normal((chains, steps))
+    if transient:
+        starts = np.zeros(chains) if starts is None else np.asarray(starts, float)
+        ramp = np.linspace(0.0, 1.0, transient)
+        values[:, :transient] = starts[:, None] * (1 - ramp) + level * ramp + values[
+            :, :transient] - level
+    return values
+
+
+def test_the_warmup_ends_after_the_transient_and_the_draws_at_the_target():
+    values = _trace(steps=5000, transient=1600)  # relaxing for longer than the warmup's floor
+    assert decide_run_length(values[:, :2000], AUTO) is None  # still relaxing: go on
+    length = decide_run_length(values, AUTO)
+    # most of the relaxation is left out, and what is kept is the level within its error
+    assert length.num_warmup % WARMUP_GRID == 0 and 1300 <= length.num_warmup <= 2200
+    kept = values[:, length.num_warmup:]
+    se = kept.std() / np.sqrt(kept.size)
+    assert abs(kept.mean() - 10.0) < 3 * se and se <= 0.05 * kept.mean()
+    assert length.num_samples == values.shape[1] - length.num_warmup
+    assert "standard error reached 5%" in length.reason
+
+
+def test_a_fixed_plan_is_kept_and_a_budget_says_what_was_missed():
+    values = _trace()
+    fixed = slt.RunPlan(num_warmup=100, num_samples=500)
+    assert decide_run_length(values[:, :550], fixed) is None
+    assert decide_run_length(values, fixed) == (100, 500, "the planned draws were made")
+    # a stationary trace: the floors, 1000 warmup steps and 1000 draws, and no more
+    assert decide_run_length(values[:, :1999], AUTO) is None
+    assert decide_run_length(values[:, :2000], AUTO)[:2] == (1000, 1000)
+    noisy = _trace(sd=300.0)  # se 5% of 10 needs ~ 3.6e6 draws
+    assert decide_run_length(noisy, AUTO) is None
+    spent = decide_run_length(noisy, AUTO, final=True)
+    assert spent.num_samples >= MIN_DRAWS and "before the standard error" in spent.reason
+    apart = _trace(starts=[0.0, 0.0, 0.0, 0.0], transient=3000)  # never stationary
+    assert "before the chains looked stationary" in decide_run_length(
+        apart, AUTO, final=True).reason
+
+
+def test_diverged_chains_are_left_out_and_all_diverged_stops_at_once():
+    values = _trace()
+    values[1, 50:] = np.nan
+    assert decide_run_length(values, AUTO) == decide_run_length(np.delete(values, 1, 0), AUTO)
+    assert decide_run_length(np.full((2, 100), np.nan), AUTO).reason == "every chain diverged"
+
+
+def _sweep(slope=500.0, power=1.5, scale=2e-3):
+    """A sweep whose temperature is 1 + slope eps and rejection (eps / scale)^power, exactly."""
+    eps = np.logspace(-5, -3, 7)
+    return pd.DataFrame({
+        "step_size": eps, "gamma": 1.0, "diverged": False, "settled": True,
+        "temperature": 1 + slope * eps, "temperature_se": 0.02,
+        "mala_acceptance": 1 - (eps / scale) ** power,
+    })
+
+
+def test_the_fitted_step_meets_the_tightest_of_its_limits():
+    # the temperature binds: 1 + 500 eps = 1.03 at eps = 6e-5
+    assert fitted_step_size(_sweep(), 0.9, np.inf) == pytest.approx(FITTED_TEMPERATURE / 500)
+    # the acceptance binds: (eps / 2e-4)^1.5 = 0.1 at eps = 2e-4 * 0.1^(2/3)
+    found = fitted_step_size(_sweep(slope=1.0, scale=2e-4), 0.9, np.inf)
+    assert found == pytest.approx(2e-4 * 0.1 ** (2 / 3), rel=1e-6)
+    assert fitted_step_size(_sweep(), 0.9, 2e-5) == pytest.approx(2e-5)  # the noise ratio
+    # clipped to the usable candidates, and None with fewer than three of them
+    assert fitted_step_size(_sweep(slope=1e-6, scale=1.0), 0.9, np.inf) == pytest.approx(1e-3)
+    # a temperature measured to +-0.5 sets no limit: its line is noise (the noise ratio binds)
+    assert fitted_step_size(_sweep().assign(temperature_se=0.5), 0.9, 3e-4) == pytest.approx(
+        3e-4)
+    few = _sweep().assign(settled=[True, True] + [False] * 5)
+    assert fitted_step_size(few, 0.9, np.inf) is None
