@@ -158,4 +158,7 @@ __all__ = [
     "models",
     "truth",
 ]
+# The version, written here only: pyproject.toml reads it ([tool.setuptools.dynamic]), and so
+# does the wheel's metadata (`importlib.metadata.version("singular-learning")`). CHANGELOG.md
+# says what each version changed.
 __version__ = "0.1.0"

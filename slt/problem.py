@@ -98,12 +98,13 @@ class Problem:
         `numpyro.param`), or a site is not finite at the initial point.
 
     Attributes:
-      n: number of examples. dim: number of unconstrained parameters (after constraints: a
-      K-simplex counts K - 1). data: the validated data. site_names: latent site names.
+      n: number of examples.
+      dim: number of unconstrained parameters (after constraints: a K-simplex counts K - 1).
+      data: the validated data.
+      site_names: latent site names; for `from_loss` / `from_predict` the parameter pytree's
+        paths (`slt.prediction.leaf_names`: "W1", "params/Dense_0/kernel").
       exchangeable: the declared exchangeable sites (() for none, and for `from_loss`).
-      prediction: the `slt.prediction.Prediction` of `from_predict` (None otherwise). For
-      `from_loss` / `from_predict` the site names are the parameter pytree's paths
-      (`slt.prediction.leaf_names`: "W1", "params/Dense_0/kernel").
+      prediction: the `slt.prediction.Prediction` of `from_predict` (None otherwise).
 
     Example:
       >>> import numpyro, numpyro.distributions as dist

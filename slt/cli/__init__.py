@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="slt",
         description=(
+            "slt, of the singular-learning package (pip install singular-learning). "
             "Singular learning theory and Bayesian model selection on JAX and NumPyro: "
             "compare model classes by free energy, estimate the learning coefficient of a "
             "trained model, map where its Fisher information is singular."
@@ -76,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     from slt import __version__
 
-    parser.add_argument("--version", action="version", version=f"slt {__version__}")
+    parser.add_argument("--version", action="version",
+                        version=f"slt {__version__} (singular-learning)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     subparsers.required = True
     common = _common_options()
