@@ -273,7 +273,7 @@ class RunPlan:
       start: "dispersed" (the default): every chain starts at w* plus a random offset over
         the local posterior's expected width (`slt.estimators.local.center`), so that chains
         which have not mixed disagree and the diagnostics see it; "center": every chain
-        starts at w* (slt's behaviour before 0.2).
+        starts at w* (the earlier behaviour).
     """
 
     num_chains: int = 4

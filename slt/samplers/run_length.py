@@ -20,7 +20,7 @@ after every chunk of steps (`run_chains`):
 - **Draws, by precision.** After b the run continues until lambda_hat's standard error is at
   most `target_se` (5%) of |lambda_hat| with at least `MIN_DRAWS` draws per chain.
 - **Floors.** The warmup is at least `MIN_WARMUP` (1000) steps and the draws at least
-  `MIN_DRAWS` (1000), the fixed plan's lengths before 0.2: a test on the chains' own traces
+  `MIN_DRAWS` (1000), the earlier fixed default's lengths: a test on the chains' own traces
   cannot see a direction that relaxes more slowly than its window in every chain alike (on a
   tanh 2-4-1 teacher, chains at a noise-limited step passed R-hat 1.01 and the drift test
   after 1000 steps with lambda_hat a third of d/2), so the run is never shorter than it was.
@@ -68,7 +68,7 @@ WARMUP_GRID = 100
 # Split R-hat of the draws after the warmup at most this: stationary.
 STATIONARY_RHAT = 1.05
 # An "auto" run warms up at least this many steps and keeps at least this many draws per chain
-# (the fixed plan's lengths before 0.2: an "auto" run is never shorter than it was).
+# (the earlier fixed default's lengths: an "auto" run is never shorter than it was).
 MIN_WARMUP = 1000
 MIN_DRAWS = 1000
 # An exact sampler with an "auto" warmup adapts its step size (and mass) over this many steps.
