@@ -9,17 +9,16 @@ import pytest
 
 from benchmarks import llc_nonlinear as bench
 
-N = 1000  # enough rows for every rank here (d <= 57); the symmetries are exact at any n
+N = 500  # enough rows for every rank here (d <= 57); the symmetries are exact at any n
 
 
 @pytest.mark.parametrize("build, d, rank", [
-    (functools.partial(bench._mlp_teacher, 11, [2, 4, 1], "tanh", N), 17, 17),
     (functools.partial(bench._mlp_teacher, 15, [2, 4, 1], "relu", N, nullity_per_unit=1),
      17, 13),
     (functools.partial(bench._zero_outgoing, 18, [3, 6, 1], N), 31, 27),
     (functools.partial(bench._dead_relu, 19, [3, 6, 1], N), 31, 21),
     (functools.partial(bench._attention, 21, 6, 3, 8, N), 57, 33),
-], ids=["tanh regular", "relu rescaling", "tanh zero outgoing", "relu dead unit",
+], ids=["relu rescaling", "tanh zero outgoing", "relu dead unit",
         "attention"])
 def test_rank_matches_theory(build, d, rank):
     built = build()
