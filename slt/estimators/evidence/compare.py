@@ -66,7 +66,13 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 from slt.estimators.evidence.bic import bic
-from slt.estimators.evidence.free_energy import DISAGREEMENT_SE, disagreement, free_energy
+from slt.estimators.evidence.draws import FromDraws
+from slt.estimators.evidence.free_energy import (
+    DISAGREEMENT_SE,
+    disagreement,
+    free_energy,
+    from_draws_or_fallback,
+)
 from slt.estimators.evidence.laplace import laplace
 from slt.estimators.evidence.rlct import (
     DEFAULT_MULTIPLIERS,
@@ -181,6 +187,14 @@ class ComparisonPlan:
         `NUTS` value: on NUTS draws of the posterior (beta = 1).
       nested: the nested sampling of the second reference (`slt.free_energy(method=
         "nested")`; live points, runs, ...).
+      draws: the fast path of the reference F (`slt.estimators.evidence.draws.FromDraws`:
+        NUTS from the fit's optima, importance and bridge sampling, the self-check), tried
+        first for every model; where its check fails, that model's F comes from the tempered
+        path (`free_energy`, through lambda_hat's temperatures), and the table's
+        `free_energy_path` and `free_energy_checks` say so. Where it stands, the columns that
+        would read the tempered path come from NUTS instead (`draws.nuts`: lambda_hat from
+        chains at its temperatures, WBIC from those at 1/log n, PSIS-LOO from the draws at
+        beta = 1). None: the tempered path for every model (the behaviour before issue 37).
 
     Its repr shows the fields that differ from the defaults (in the values too).
 
@@ -203,6 +217,7 @@ value, got str
     rlct: Sampler | None = None
     loo: NUTS | None = None
     nested: NestedSampling = NestedSampling()
+    draws: FromDraws | None = FromDraws()
 
     def __post_init__(self):
         require_instance("fit", self.fit, MAPFit, "a MAPFit value")
@@ -224,6 +239,8 @@ value, got str
             raise InputError(f"loo must be None (PSIS-LOO on the tempered path) or a NUTS "
                              f"value, got {type(self.loo).__name__}")
         require_instance("nested", self.nested, NestedSampling, "a NestedSampling value")
+        if self.draws is not None:
+            require_instance("draws", self.draws, FromDraws, "a FromDraws value or None")
 
     def __repr__(self) -> str:
         return _changed_fields(self)
@@ -331,8 +348,17 @@ class ComparisonResult(Persistable):
         table, reference = self.table, self.choices["free_energy"]
         errors = table["free_energy_se"]
         how = {"smc": "tempered SMC", "ti": "thermodynamic integration",
-               "importance": "importance sampling from the tempered SMC's particles"}
-        sources = table.get("free_energy_method", pd.Series(["smc"]))
+               "importance": "importance sampling from the tempered SMC's particles",
+               "draws": "importance and bridge sampling from NUTS draws, checked"}
+        methods = table.get("free_energy_method", pd.Series(["smc"] * len(table),
+                                                            index=table.index))
+        paths = table.get("free_energy_path", pd.Series(["tempered"] * len(table),
+                                                        index=table.index))
+        sources = ["draws" if path == "draws" else method
+                   for method, path in zip(methods, paths, strict=True)]
+        fallbacks = [str(name) for name, checks in
+                     table.get("free_energy_checks", pd.Series(dtype=str)).items()
+                     if isinstance(checks, str) and checks]
         lines = [
             f"Reference F ({', '.join(how.get(m, m) for m in dict.fromkeys(sources))}) picks "
             f"{reference}; standard errors "
@@ -341,6 +367,9 @@ class ComparisonResult(Persistable):
                f"; {len(self.warnings)} diagnostic(s) raised, listed below")
             + "."
         ]
+        if fallbacks:
+            lines.append(f"The fast path's self-check failed on {', '.join(fallbacks)}: their "
+                         f"F comes from the tempered path (free_energy_checks says why).")
         if "references_agree" in table:
             disagree = [str(name) for name, ok in table["references_agree"].items() if not ok]
             lines.append(
@@ -453,6 +482,10 @@ def compare(
             )
             messages += caught
             messages += _check_references(name, results[name], rows[name])
+            if _from_draws(results[name]):  # the tempered columns came from NUTS instead
+                rows[name]["source"] = "+".join(sorted(
+                    {"nuts" if part == "smc" else part
+                     for part in rows[name]["source"].split("+")}))
     if "sbic" in methods:
         messages += _add_sbic(sbic_family, problems, results, rows)
     table = pd.DataFrame.from_dict(rows, orient="index")
@@ -607,12 +640,18 @@ def _runners(plan: ComparisonPlan, *, through_temperatures: bool) -> dict[str, C
     def run_laplace(problem, key, done):
         return laplace(problem, done["fit"], num_modes=plan.num_modes)
 
-    def run_free_energy(problem, key, done):
+    def run_tempered(problem, key):
         if not through_temperatures:
             return free_energy(problem, key, plan.free_energy, progress=False)
         betas = inverse_temperatures(problem.n, plan.multipliers, plan.betas)
         return free_energy(problem, key, plan.free_energy, progress=False,
                            waypoints=np.append(betas, 1.0))
+
+    def run_free_energy(problem, key, done):
+        if plan.draws is None:
+            return run_tempered(problem, key)
+        return from_draws_or_fallback(problem, key, plan.draws, fit=done["fit"],
+                                      tempered=lambda k: run_tempered(problem, k))
 
     def run_nested(problem, key, done):
         return free_energy(problem, key, plan.nested, method="nested", progress=False)
@@ -620,6 +659,9 @@ def _runners(plan: ComparisonPlan, *, through_temperatures: bool) -> dict[str, C
     def run_wbic(problem, key, done):
         if plan.wbic is not None:
             return wbic(problem, key, sampler=plan.wbic, progress=False)
+        if plan.rlct is None and _from_draws(done):
+            reused = done["rlct"].wbic() if "rlct" in done else None
+            return reused or wbic(problem, key, sampler=plan.draws.nuts, progress=False)
         if plan.rlct is None:
             return _path_wbic(problem, done)
         reused = done["rlct"].wbic() if "rlct" in done else None
@@ -630,9 +672,15 @@ def _runners(plan: ComparisonPlan, *, through_temperatures: bool) -> dict[str, C
             return rlct(problem, key, fit=done["fit"], multipliers=plan.multipliers,
                         betas=plan.betas, max_multiplicity=plan.max_multiplicity,
                         sampler=plan.rlct, progress=False)
+        if _from_draws(done):
+            return rlct(problem, key, fit=done["fit"], multipliers=plan.multipliers,
+                        betas=plan.betas, max_multiplicity=plan.max_multiplicity,
+                        sampler=plan.draws.nuts, progress=False)
         return _path_rlct(problem, done, plan.max_multiplicity)
 
     def run_loo(problem, key, done):
+        if plan.loo is None and _from_draws(done):
+            return _draws_loo(problem, done["free_energy"].run.nuts)
         if plan.loo is None:
             return _path_loo(problem, done)
         draws = tempered_draws(problem, key, [1.0], plan.loo, progress=False)
@@ -644,6 +692,20 @@ def _runners(plan: ComparisonPlan, *, through_temperatures: bool) -> dict[str, C
     return {"fit": run_fit, "bic": run_bic, "laplace": run_laplace, "wbic": run_wbic,
             "free_energy": run_free_energy, "rlct": run_rlct, "loo": run_loo,
             "nested": run_nested}
+
+
+def _from_draws(done) -> bool:
+    """Whether the reference F of this model came from the fast path (no tempered run)."""
+    return "free_energy" in done and done["free_energy"].path == "draws"
+
+
+def _draws_loo(problem, draws):
+    """PSIS-LOO on the fast path's NUTS draws at beta = 1."""
+    pointwise = np.asarray(pointwise_loglik_of_draws(problem, draws.positions))
+    name = "_".join(problem.observed_site_names) or "y"
+    data = az.from_dict(posterior={"position": draws.positions},
+                        log_likelihood={name: pointwise})
+    return az.loo(data, pointwise=True)
 
 
 def _path_wbic(problem, done):
@@ -678,7 +740,8 @@ def _path_loo(problem, done):
 
 _COLUMN_ORDER = (
     "d", "n", "source", "nll_hat", "bic", "laplace", "laplace_singular", "wbic", "wbic_se",
-    "free_energy", "free_energy_se", "free_energy_method", "rlct", "rlct_se", "m",
+    "free_energy", "free_energy_se", "free_energy_method", "free_energy_path",
+    "free_energy_checks", "rlct", "rlct_se", "m",
     "singular_bic", "singular_bic_se",
     "elpd_loo", "elpd_loo_se", "nested", "nested_se", "references_agree", "sbic",
     "sbic_posterior",
@@ -690,7 +753,8 @@ _COLUMNS = {
     "laplace": lambda r: {"laplace": r.free_energy, "laplace_singular": r.singular},
     "wbic": lambda r: {"wbic": r.wbic, "wbic_se": r.std_error},
     "free_energy": lambda r: {"free_energy": r.free_energy, "free_energy_se": r.std_error,
-                              "free_energy_method": r.method},
+                              "free_energy_method": r.method, "free_energy_path": r.path,
+                              "free_energy_checks": "; ".join(r.checks)},
     "rlct": lambda r: {
         "rlct": r.rlct, "rlct_se": r.std_error, "m": r.multiplicity,
         "singular_bic": r.singular_bic, "singular_bic_se": r.singular_bic_std_error,
