@@ -650,8 +650,14 @@ def _runners(plan: ComparisonPlan, *, through_temperatures: bool) -> dict[str, C
     def run_free_energy(problem, key, done):
         if plan.draws is None:
             return run_tempered(problem, key)
+        temperatures = ()
+        if through_temperatures:  # lambda_hat's and WBIC's chains beside those at beta = 1
+            temperatures = np.append(
+                inverse_temperatures(problem.n, plan.multipliers, plan.betas),
+                wbic_beta(problem.n))
         return from_draws_or_fallback(problem, key, plan.draws, fit=done["fit"],
-                                      tempered=lambda k: run_tempered(problem, k))
+                                      tempered=lambda k: run_tempered(problem, k),
+                                      temperatures=temperatures)
 
     def run_nested(problem, key, done):
         return free_energy(problem, key, plan.nested, method="nested", progress=False)
@@ -659,9 +665,6 @@ def _runners(plan: ComparisonPlan, *, through_temperatures: bool) -> dict[str, C
     def run_wbic(problem, key, done):
         if plan.wbic is not None:
             return wbic(problem, key, sampler=plan.wbic, progress=False)
-        if plan.rlct is None and _from_draws(done):
-            reused = done["rlct"].wbic() if "rlct" in done else None
-            return reused or wbic(problem, key, sampler=plan.draws.nuts, progress=False)
         if plan.rlct is None:
             return _path_wbic(problem, done)
         reused = done["rlct"].wbic() if "rlct" in done else None
@@ -672,15 +675,12 @@ def _runners(plan: ComparisonPlan, *, through_temperatures: bool) -> dict[str, C
             return rlct(problem, key, fit=done["fit"], multipliers=plan.multipliers,
                         betas=plan.betas, max_multiplicity=plan.max_multiplicity,
                         sampler=plan.rlct, progress=False)
-        if _from_draws(done):
-            return rlct(problem, key, fit=done["fit"], multipliers=plan.multipliers,
-                        betas=plan.betas, max_multiplicity=plan.max_multiplicity,
-                        sampler=plan.draws.nuts, progress=False)
-        return _path_rlct(problem, done, plan.max_multiplicity)
+        return _path_rlct(problem, done, plan)
 
     def run_loo(problem, key, done):
         if plan.loo is None and _from_draws(done):
-            return _draws_loo(problem, done["free_energy"].run.nuts)
+            draws = done["free_energy"].run.nuts
+            return _draws_loo(problem, draws.positions[draws.betas == 1.0])
         if plan.loo is None:
             return _path_loo(problem, done)
         draws = tempered_draws(problem, key, [1.0], plan.loo, progress=False)
@@ -699,29 +699,40 @@ def _from_draws(done) -> bool:
     return "free_energy" in done and done["free_energy"].path == "draws"
 
 
-def _draws_loo(problem, draws):
-    """PSIS-LOO on the fast path's NUTS draws at beta = 1."""
-    pointwise = np.asarray(pointwise_loglik_of_draws(problem, draws.positions))
+def _draws_loo(problem, positions):
+    """PSIS-LOO on the fast path's NUTS draws at beta = 1, (chain, draw, dim)."""
+    pointwise = np.asarray(pointwise_loglik_of_draws(problem, positions))
     name = "_".join(problem.observed_site_names) or "y"
-    data = az.from_dict(posterior={"position": draws.positions},
+    data = az.from_dict(posterior={"position": positions},
                         log_likelihood={name: pointwise})
     return az.loo(data, pointwise=True)
 
 
+def _path_draws(done):
+    """(draws at every temperature of the path, the sampler's name): the tempered SMC's
+    particles, or, where the fast path's F stood, its NUTS chains (`FromDraws`)."""
+    if _from_draws(done):
+        return done["free_energy"].run.nuts, "nuts"
+    return smc_draws(done["free_energy"].run), "smc"
+
+
 def _path_wbic(problem, done):
-    """WBIC from the tempered path's particles at beta = 1/log n."""
-    draws = smc_draws(done["free_energy"].run)
+    """WBIC from the path's draws at beta = 1/log n."""
+    draws, sampler = _path_draws(done)
     beta = wbic_beta(problem.n)
     chosen = np.isclose(draws.betas, beta, rtol=1e-6)
-    return summarise_draws(problem, draws.select(chosen), sampler="smc")
+    return summarise_draws(problem, draws.select(chosen), sampler=sampler)
 
 
-def _path_rlct(problem, done, max_multiplicity):
-    """lambda_hat from the tempered path's particles at its waypoints below beta = 1."""
-    draws = smc_draws(done["free_energy"].run)
+def _path_rlct(problem, done, plan: ComparisonPlan):
+    """lambda_hat from the path's draws at its temperatures below beta = 1."""
+    draws, sampler = _path_draws(done)
     draws = draws.select(draws.betas < 1.0)
-    result = rlct_from_draws(problem, draws, sampler="smc", fit=done["fit"],
-                             max_multiplicity=max_multiplicity)
+    if _from_draws(done):  # WBIC's chains at 1/log n count only if lambda_hat's beta
+        betas = inverse_temperatures(problem.n, plan.multipliers, plan.betas)
+        draws = draws.select(np.isclose(draws.betas[:, None], betas[None], rtol=1e-6).any(1))
+    result = rlct_from_draws(problem, draws, sampler=sampler, fit=done["fit"],
+                             max_multiplicity=plan.max_multiplicity)
     for message in result.warnings:
         warnings.warn(message, stacklevel=2)
     return result

@@ -59,6 +59,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from slt.estimators.evidence.wbic import TemperedDraws, tempered_draws
 from slt.fit import FitResult, MAPFit, fit_map
 from slt.problem import Problem
 from slt.samplers.importance import (
@@ -69,7 +70,7 @@ from slt.samplers.importance import (
     proposal_log_weights,
     sample_proposal,
 )
-from slt.samplers.nuts import NUTS, NUTSDraws, sample_nuts
+from slt.samplers.nuts import NUTS
 from slt.samplers.tempering import Tempering
 from slt.validation import (
     InputError,
@@ -173,7 +174,8 @@ class DrawsRun(NamedTuple):
     optimum_gaps: log p~(w*) - log q(w*) - log Z at each optimum within the window, the larger
       of the two proposals' (covered: <= COVERAGE_GAP).
     failed: {check: why} for every failed check (`CHECKS`); empty when F stands.
-    nuts: the `NUTSDraws` (None for the user's own draws).
+    nuts: the NUTS chains' `TemperedDraws` (None for the user's own draws): the chains at
+      beta = 1 and, beside them in the same program, those at the extra `temperatures`.
     run_time: seconds of the whole path, compilation included (the fit excepted when given).
     """
 
@@ -187,7 +189,7 @@ class DrawsRun(NamedTuple):
     bridge_std_error: float
     optimum_gaps: np.ndarray
     failed: dict
-    nuts: NUTSDraws | None
+    nuts: TemperedDraws | None
     run_time: float
 
     @property
@@ -342,6 +344,7 @@ def draws_free_energy(
     draws=None,
     fit: FitResult | None = None,
     progress: bool = False,
+    temperatures=(),
 ) -> DrawsRun:
     """The fast path (module doc): F from NUTS draws (or `draws`), with its self-check.
 
@@ -354,6 +357,9 @@ def draws_free_energy(
       fit: the MAP restarts already run (`slt.fit_map`, its `restart_params` kept); None: run
         `options.fit`.
       progress: show NUTS's progress bar.
+      temperatures: inverse temperatures < 1 whose `options.nuts.num_chains` chains run beside
+        those at beta = 1, in the same compiled program (`slt.compare`: lambda_hat's and
+        WBIC's); their draws are in `DrawsRun.nuts`.
 
     Returns:
       A `DrawsRun`; `failed` names the checks that did not pass (the fallback is the
@@ -366,13 +372,14 @@ def draws_free_energy(
     optima = _optima(problem, fit, options.optimum_window)
     nuts_draws = None
     if draws is None:
-        chains = options.nuts.num_chains
+        betas = np.unique(np.append(np.asarray(temperatures, np.float64), 1.0))
+        chains = options.nuts.num_chains * betas.size
         starts = optima[np.arange(chains) % len(optima)]  # round robin, best first
         init = (starts if chains > 1
                 else problem.unravel(jnp.asarray(optima[0], problem.dtype)))
-        nuts_draws = sample_nuts(problem, nuts_key, 1.0, options.nuts, init=init,
-                                 progress=progress)
-        positions = np.asarray(nuts_draws.positions, np.float64)
+        nuts_draws = tempered_draws(problem, nuts_key, betas, options.nuts, init=init,
+                                    progress=progress)
+        positions = np.asarray(nuts_draws.positions[nuts_draws.betas == 1.0], np.float64)
     else:
         positions = posterior_draws(problem, draws)
     half = positions.shape[1] // 2
