@@ -21,16 +21,28 @@ scale F = -log Z ≈ n L_n(w0) + lambda log n, so the columns are directly compa
                    for gaussian_mixture(K), K = 1, 2, ... given smallest first); its posterior
                    model probabilities in `sbic_posterior`
 
+**The fast path first** (the default plan, `ComparisonPlan(draws=FromDraws())`; issue 37).
+For every model the reference F comes from posterior draws: NUTS chains started at the fit's
+distinct optima, importance and bridge sampling from two proposals fitted to the halves of
+the draws (`slt.estimators.evidence.draws`), and a self-check (Pareto k-hat <= 0.7, se <= 0.02
+nats, the proposals agree, the bridge agrees, every optimum within 10 nats covered). The
+chains at lambda_hat's temperatures and at 1/log n run beside those at beta = 1 in the same
+NUTS program, and WBIC, lambda_hat and PSIS-LOO read them (`source` "nuts"). Where a model's
+check fails, that model alone falls back to the tempered path below (`free_energy_path`
+"tempered", `free_energy_checks` says why) and its tempered columns read the SMC particles.
+
 How each column is computed is one value, a `ComparisonPlan` (the MAP fit, the tempered SMC
 of the reference F, lambda_hat's temperatures, the samplers of WBIC, lambda_hat and LOO, the
 nested sampling); `methods` says which columns are computed.
 
-**One tempered path** (the default plan). One adaptive tempered SMC run per model, its
-ladder forced through beta = 1/log n and the temperatures of lambda_hat, gives the reference
-F, WBIC, E_beta[n L_n] at every temperature (hence lambda_hat and the singular BIC), and its
-final particles are the posterior draws of PSIS-LOO: every temperature-based number comes
-from the same particles, with standard errors from the independent copies. The SMC is right
-on multimodal posteriors (label-switched mixture modes), where NUTS chains each see one mode.
+**One tempered path** (the fallback, and `ComparisonPlan(draws=None)`). One adaptive
+tempered SMC run per model, its ladder forced through beta = 1/log n and the temperatures
+of lambda_hat, gives the reference F, WBIC, E_beta[n L_n] at every temperature (hence
+lambda_hat and the singular BIC), and its final particles are the posterior draws of
+PSIS-LOO: every temperature-based number comes from the same particles, with standard errors
+from the independent copies. The SMC's draws carry weight between non-equivalent modes, where
+NUTS chains each see one mode (the fast path's F does not need them to; its check says when
+its draws were mis-weighted).
 A plan may give WBIC, lambda_hat or LOO a sampler of their own instead (NUTS chains per
 temperature: `ComparisonPlan(rlct=NUTS(), loo=NUTS())`). The table's `source` column says
 where the temperature-based numbers of each row came from.
