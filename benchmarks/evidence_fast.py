@@ -14,7 +14,8 @@ outside slt: F = 429.609, 296.61, 293.38 for K = 1, 2, 3.
   per-step timings, and the CPU seconds of the process (all its threads): on a machine shared
   with other jobs the wall time is an upper bound, and CPU seconds say how much work was done.
 
-Run: `python -m benchmarks.evidence_fast [fast KEYS...|compare|cold-warm]`.
+Run: `python -m benchmarks.evidence_fast [fast KEYS...|compare|cold-warm]`
+(`EVIDENCE_FAST_KS=1,2` compares K = 1, 2 only).
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ def compare_once(methods=DEFAULT_COLUMNS) -> dict:
     start, cpu = time.perf_counter(), time.process_time()
     import slt
 
-    problems = _problems()
+    ks = tuple(int(k) for k in os.environ.get("EVIDENCE_FAST_KS", "1,2,3,4").split(","))
+    problems = _problems(ks)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = slt.compare(problems, jax.random.key(0), methods=methods, progress=False)
