@@ -9,9 +9,10 @@ covered). When a check fails, F comes from the tempered path below (`FromDraws.f
 the result says why (`path`, `checks`). `free_energy(problem, key, draws=...)` does the same
 from draws the user already has (a dict of site values, NumPyro's `MCMC`, an ArviZ
 `InferenceData`). Measured on Old Faithful (benchmarks/RESULTS.md, "Evidence in a minute"):
-K = 1, 2 within 0.002 and 0.011 nats of the outside references over five keys each, standard
-errors 0.002–0.004; conjugate regression (tests/estimators/test_evidence_draws.py) within
-0.006 nats (se 0.003, float32).
+K = 1, 2, 3 within 0.001, 0.005 and 0.027 nats of the outside references over five keys each
+(standard errors 0.001–0.013; on K = 3 one key of five fell back to the tempered path);
+conjugate regression (tests/estimators/test_evidence_draws.py) within 0.006 nats (se 0.003,
+float32).
 
 The first three estimates come from the same runs of `slt.samplers.tempering.tempered_smc`
 (independent copies, each with its own ESS-driven ladder 0 = beta_0 < ... < beta_K = 1 from
