@@ -11,7 +11,10 @@ F = -log Z in nats, on the same models with the same priors in every library:
 
 Methods, each with one key per model:
 
-* slt `free_energy(problem, key)`: adaptive tempered SMC with its defaults;
+* slt `free_energy(problem, key)`: the fast path (issue 37: NUTS from the MAP optima,
+  importance and bridge sampling from two proposals fitted to the draws, the self-check,
+  tempered SMC as its fallback);
+* slt `free_energy(problem, key, method="smc")`: adaptive tempered SMC with its defaults;
 * slt `free_energy(problem, key, method="nested")`: BlackJAX's nested slice sampler as slt
   wraps it, with its defaults;
 * BlackJAX `adaptive_tempered_smc` as its examples use it, on slt's flat unconstrained log
@@ -193,6 +196,16 @@ def _slt(case: Case, key, method: str) -> Estimate:
     kinds = {re.sub(r"[0-9][0-9.e+-]*", "#", str(w.message).split(":")[0]) for w in caught}
     note = f"{len(caught)} warning(s): " + "; ".join(sorted(kinds)) if caught else ""
     run = result.run
+    if result.draws_run is not None:  # the fast path (and its fallback's, if it ran)
+        draws = result.draws_run
+        evaluations = (float(np.sum(draws.nuts.sample_stats["n_steps"]))
+                       + sum(r.num_samples for r in draws.importance))
+        note = (f"path {result.path}, k-hat {draws.pareto_k:.2f}, bridge "
+                f"{-draws.bridge_log_evidence:.3f} ± {draws.bridge_std_error:.3f}"
+                + (f"; {note}" if note else ""))
+        compile_time = draws.nuts.compile_time
+        return Estimate(result.free_energy, result.std_error, wall, compile_time, cpu,
+                        evaluations, note)
     if method == "nested":
         evaluations = float(np.sum(run.num_likelihood_evaluations))
         note = f"H = {run.information:.1f} nats" + (f"; {note}" if note else "")
@@ -411,6 +424,7 @@ def run(key=None) -> str:
     python = ensure_dynesty_venv()
     cases = _cases(key)
     methods = {
+        "slt fast path (NUTS draws, checked)": lambda case, k: _slt(case, k, "draws"),
         "slt tempered SMC": lambda case, k: _slt(case, k, "smc"),
         "slt nested (BlackJAX NSS)": lambda case, k: _slt(case, k, "nested"),
         "BlackJAX adaptive tempered SMC": _blackjax,

@@ -6,21 +6,22 @@ posterior `LocalPosterior`, the sampler from `slt.samplers`: `SGLD`, `MALA`, `HM
 `RunPlan`), what the local posterior says
 about the data (`loss_kernel`, `bif`, `susceptibilities`), evidence and model-class
 comparison (`bic`, `laplace`, `wbic`, `free_energy`, `rlct`, `sbic`, `compare`; configured by
-`MAPFit`, `Tempering`, `NUTS`, `TemperedSGLD`, `NestedSampling`, `ComparisonPlan`), Fisher
-geometry
+`MAPFit`, `FromDraws`, `Tempering`, `NUTS`, `TemperedSGLD`, `NestedSampling`,
+`ComparisonPlan`), Fisher geometry
 (`fisher_information`, `fisher_scan`, `fisher_summary`, `kl_divergence`, `slt.geometry`), the
 model library `slt.models`, the exact answers `slt.truth`, natural-gradient training
 (`natural_gradient_fit`), and the errors users meet: `InputError` (bad input, from
 `slt.validation`), `Interrupted` and `CheckpointError` (stopped and resumed runs).
 """
 
-from slt import geometry, models, samplers, truth, validation
+from slt import compile_cache, geometry, models, samplers, truth, validation
 from slt.estimators import (
     BICResult,
     BIFResult,
     ComparisonPlan,
     ComparisonResult,
     FreeEnergyResult,
+    FromDraws,
     LaplaceResult,
     LossKernelResult,
     RLCTResult,
@@ -81,8 +82,11 @@ from slt.samplers.nuts import NUTS
 from slt.samplers.tempering import Tempering
 from slt.validation import InputError
 
+compile_cache.enable_persistent_cache()  # JAX's on-disk cache, unless the user set their own
+
 __all__ = [
     "ComparisonPlan",
+    "FromDraws",
     "MAPFit",
     "NUTS",
     "NestedSampling",

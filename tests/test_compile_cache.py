@@ -105,3 +105,19 @@ def test_programs_are_kept_per_problem_up_to_the_limit():
     assert cached and last is program
     assert len(compile_cache._PROGRAMS[problem]) == compile_cache.MAX_PER_PROBLEM
     assert compile_cache.compile_count("test") >= compile_cache.MAX_PER_PROBLEM + 3
+
+
+def test_the_persistent_cache_keeps_a_users_setting_and_can_be_turned_off(monkeypatch, tmp_path):
+    before = jax.config.jax_compilation_cache_dir
+    try:
+        jax.config.update("jax_compilation_cache_dir", str(tmp_path / "mine"))
+        assert compile_cache.enable_persistent_cache() == str(tmp_path / "mine")  # kept
+        jax.config.update("jax_compilation_cache_dir", None)
+        monkeypatch.setenv("SLT_COMPILATION_CACHE", "off")
+        assert compile_cache.enable_persistent_cache() is None
+        assert not jax.config.jax_compilation_cache_dir
+        monkeypatch.setenv("SLT_COMPILATION_CACHE", str(tmp_path / "slt"))
+        assert compile_cache.enable_persistent_cache() == str(tmp_path / "slt")
+        assert (tmp_path / "slt").is_dir()
+    finally:
+        jax.config.update("jax_compilation_cache_dir", before)

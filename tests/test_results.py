@@ -23,7 +23,7 @@ import xarray as xr
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from slt import ComparisonPlan, MAPFit, Tempering, models, truth
+from slt import NUTS, ComparisonPlan, FromDraws, MAPFit, Tempering, models, truth
 from slt.estimators.evidence.bic import BICResult
 from slt.estimators.evidence.compare import compare
 from slt.estimators.evidence.sbic import sbic_gaussian_mixtures
@@ -81,6 +81,11 @@ def results():
             plan=ComparisonPlan(
                 fit=MAPFit(num_restarts=2, adam_steps=100, lbfgs_steps=50),
                 multipliers=(0.5, 1, 2), free_energy=Tempering(num_particles=32, num_copies=2),
+                # the fast path's F (its DrawsRun saved and loaded like every result's run),
+                # short chains beside lambda_hat's temperatures; a failed check falls back to
+                # the short tempered path above
+                draws=FromDraws(nuts=NUTS(num_chains=2, num_warmup=100, num_samples=200),
+                                num_samples=1000),
             ),
             progress=False,
         )

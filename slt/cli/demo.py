@@ -311,12 +311,12 @@ def _evidence_section(evidence: dict) -> list[str]:
         "(`slt.models.gaussian_mixture`). Free energies F = −log Z in nats on one scale, "
         "F ≈ n L_n(w₀) + λ log n: lower is better, ± one standard error. `bic` = "
         "n L_n(ŵ) + (d/2) log n at the MAP ŵ; `laplace` = −log Z of the Laplace "
-        "approximation; `free_energy` = the reference F: adaptive tempered SMC, then (for "
-        "K ≥ 2) importance sampling from its particles, symmetrised over the K! label "
-        "orders; `wbic` = "
+        "approximation; `free_energy` = the reference F: importance and bridge sampling "
+        "from proposals fitted to NUTS draws (symmetrised over the K! label orders), "
+        "checked, with adaptive tempered SMC as the fallback where a check fails; `wbic` = "
         "E_β[n L_n] at β = 1/log n, `rlct` = λ̂ (with its integer multiplicity `m`) from "
         "five temperatures, and `singular_bic` = n L_n(ŵ) + λ̂ log n − (m − 1) log log n, all "
-        "from the particles of the same tempered run. A criterion whose standard errors "
+        "from the chains (or particles) of the same run. A criterion whose standard errors "
         "cannot separate the best models reports a tie.",
         "",
         _markdown_table(pd.DataFrame(evidence["compact"])),

@@ -127,12 +127,16 @@ class FitResult(Optimum, Persistable):
         points; agreement is judged on the objective, not the parameters).
       restart_objectives: the objective (log_joint or loglik) each restart reached, NaN for a
         restart that diverged.
+      restart_params: (restart, dim) the flat unconstrained point each restart reached
+        (`Problem.ravel`), or None: where the evidence's fast path starts its chains and which
+        optima its proposal must cover (`slt.estimators.evidence.draws`).
     """
 
     num_restarts: int
     num_agree: int
     agree_tol: float
     restart_objectives: np.ndarray = field(repr=False)
+    restart_params: np.ndarray | None = field(default=None, repr=False)
 
     def summary(self) -> pd.DataFrame:
         """One-row table of the fit."""
@@ -258,6 +262,7 @@ def fit_map(
         num_agree=int(np.sum(objectives >= objectives[best] - agree_tol)),
         agree_tol=agree_tol,
         restart_objectives=objectives,
+        restart_params=finals,
     )
 
 

@@ -90,6 +90,8 @@ def plot_free_energy(result, *, axes=None):
     and the merged estimate (± its standard error) as a band."""
     if result.method == "nested":
         return _plot_nested(result, axes)
+    if hasattr(result.run, "bridge_errors"):  # the fast path's DrawsRun
+        return _plot_draws(result, axes)
     fig, axes = _axes(axes, ncols=2, figsize=(11, 3.8))
     expectation, path = axes
     run = result.run
@@ -104,6 +106,26 @@ def plot_free_energy(result, *, axes=None):
     expectation.legend(fontsize=7)
     path.set(xscale="log", xlabel="β", ylabel="log Z(β)",
              title=f"F = {result.free_energy:.5g} ± {result.std_error:.2g} ({result.method})")
+    fig.tight_layout()
+    return fig
+
+
+def _plot_draws(result, ax):
+    """The fast path: each proposal's importance and bridge estimates of F (± 2 se), and the
+    reported F (± 2 se) as a band."""
+    fig, ax = _axes(ax)
+    run = result.run
+    labels = ["IS q_A", "IS q_B", "bridge q_A", "bridge q_B"]
+    values = [-r.log_evidence for r in run.importance] + list(-run.bridge)
+    errors = [r.std_error for r in run.importance] + list(run.bridge_errors)
+    ax.errorbar(range(4), values, yerr=2 * np.asarray(errors), fmt="o", capsize=3,
+                label="each estimate ± 2 se")
+    ax.axhspan(result.free_energy - 2 * result.std_error,
+               result.free_energy + 2 * result.std_error, color="C3", alpha=0.2,
+               label=f"F = {result.free_energy:.6g} ± {result.std_error:.2g}")
+    ax.set(xticks=range(4), xticklabels=labels, ylabel="F = -log Z",
+           title=f"from posterior draws (Pareto k̂ {run.pareto_k:.2f})")
+    ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 

@@ -46,6 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
+from slt import compile_cache
 from slt.problem import Problem, require_problem
 from slt.samplers.mixture_proposal import (
     GaussianMixture,
@@ -56,7 +57,10 @@ from slt.samplers.mixture_proposal import (
 )
 from slt.validation import InputError, require_int, require_key
 
-__all__ = ["ImportanceRun", "MAX_PERMUTATIONS", "default_components", "importance_log_evidence"]
+__all__ = [
+    "ImportanceRun", "MAX_PERMUTATIONS", "Proposal", "default_components", "fit_proposal",
+    "importance_log_evidence", "proposal_log_weights", "sample_proposal",
+]
 
 # Symmetrising over K! orders costs K! evaluations of q and of a d x d Jacobian per draw; K = 5
 # (120 orders) is the largest mixture this does.
@@ -222,40 +226,79 @@ def importance_log_evidence(
     if num_components is None:
         num_components = default_components(points.shape[0], problem.dim)
     start = time.perf_counter()
-    permute, canonical, orders = _label_maps(problem)
-    if canonical is not None:
-        points = jax.jit(jax.vmap(canonical))(points)
     fit_key, draw_key, order_key = jax.random.split(key, 3)
-    mixture = _fit_mixture(fit_key, points, whitening_factor(points),
-                           num_components=num_components, num_iterations=num_iterations)
-    mixture = _with_defensive(mixture, points)
-    proposals = _sample_mixture(draw_key, mixture, num_samples)
-    if permute is not None:
-        chosen = jax.random.randint(order_key, (num_samples,), 0, orders.shape[0])
-        proposals = jax.jit(jax.vmap(permute))(proposals, jnp.asarray(orders)[chosen])
-    log_weights = _log_weights(problem, proposals, problem.data, mixture, permute, orders)
-    return _summarise(np.asarray(log_weights, np.float64), orders.shape[0],
+    proposal = fit_proposal(problem, fit_key, points, num_components, num_iterations)
+    proposals = _sample_proposal(draw_key, order_key, proposal, num_samples)
+    log_weights = proposal_log_weights(problem, proposal, proposals)
+    return _summarise(np.asarray(log_weights, np.float64), proposal.orders.shape[0],
                       num_components + 1, time.perf_counter() - start)
 
 
-def _log_weights(problem, proposals, data, mixture, permute, orders):
-    """l(w) + log p(w) - log q_G(w) for every proposal, in batches of one shape (the last one
-    padded with copies of the first draw; data and mixture as arguments)."""
+class Proposal(NamedTuple):
+    """q_G: a Gaussian mixture (the defensive component included) fitted to canonically
+    ordered draws, symmetrised over the label orders `orders` by `permute` (module doc);
+    `permute` is None without exchangeable sites (then q_G = q)."""
 
-    @jax.jit
-    def batch_weights(batch, data, mixture):
-        def log_target(flat):
-            params = problem.unravel(flat)
-            return jnp.sum(problem.loglik(params, data)) + problem.log_prior(params)
+    mixture: GaussianMixture
+    permute: object
+    orders: np.ndarray
 
-        target = jax.vmap(log_target)(batch)
-        value = target - _symmetrised_log_density(batch, mixture, permute, orders)
-        return jnp.where(jnp.isnan(value), -jnp.inf, value)
 
-    size = proposals.shape[0]
-    padded = jnp.concatenate([proposals, jnp.broadcast_to(proposals[:1], (-size % _BATCH,
-                                                                          proposals.shape[1]))])
-    return jnp.concatenate([batch_weights(padded[i:i + _BATCH], data, mixture)
+def fit_proposal(problem: Problem, key, points, num_components: int,
+                 num_iterations: int = 100) -> Proposal:
+    """q_G fitted by EM to (M, dim) flat draws `points` (put in canonical label order first),
+    with the defensive component (module doc)."""
+    permute, canonical, orders = _label_maps(problem)
+    if canonical is not None:
+        points = jax.jit(jax.vmap(canonical))(points)
+    mixture = _fit_mixture(key, points, whitening_factor(points),
+                           num_components=num_components, num_iterations=num_iterations)
+    return Proposal(_with_defensive(mixture, points), permute, orders)
+
+
+def sample_proposal(key, proposal: Proposal, num_samples: int):
+    """(num_samples, dim) draws from q_G: a draw of q in a uniformly chosen label order."""
+    return _sample_proposal(*jax.random.split(key), proposal, num_samples)
+
+
+def _sample_proposal(draw_key, order_key, proposal: Proposal, num_samples: int):
+    draws = _sample_mixture(draw_key, proposal.mixture, num_samples)
+    if proposal.permute is None:
+        return draws
+    chosen = jax.random.randint(order_key, (num_samples,), 0, proposal.orders.shape[0])
+    return jax.jit(jax.vmap(proposal.permute))(draws, jnp.asarray(proposal.orders)[chosen])
+
+
+def proposal_log_weights(problem: Problem, proposal: Proposal, points) -> jax.Array:
+    """log r(w) = l(w) + log p(w) - log q_G(w) at every row of (M, dim) `points` (draws of
+    q_G or of the posterior alike), -inf where the target is NaN; in batches of one shape
+    (the last padded with copies of the first row), compiled once per problem, mixture size
+    and dtype with the data and the mixture as arguments (`slt.compile_cache`)."""
+    points = jnp.asarray(points, problem.dtype)
+    mixture = proposal.mixture
+    signature = ("importance weights", points.dtype, mixture.means.shape,
+                 proposal.orders.shape)
+
+    def build():
+        permute, orders = proposal.permute, proposal.orders
+
+        def batch_weights(batch, data, mixture):
+            def log_target(flat):
+                params = problem.unravel(flat)
+                return jnp.sum(problem.loglik(params, data)) + problem.log_prior(params)
+
+            target = jax.vmap(log_target)(batch)
+            value = target - _symmetrised_log_density(batch, mixture, permute, orders)
+            return jnp.where(jnp.isnan(value), -jnp.inf, value)
+
+        shape = jax.ShapeDtypeStruct((_BATCH, problem.dim), points.dtype)
+        return jax.jit(batch_weights).lower(shape, problem.data, mixture).compile()
+
+    program, _ = compile_cache.compiled_for(problem, signature, build)
+    size = points.shape[0]
+    padded = jnp.concatenate([points, jnp.broadcast_to(points[:1], (-size % _BATCH,
+                                                                    points.shape[1]))])
+    return jnp.concatenate([program(padded[i:i + _BATCH], problem.data, mixture)
                             for i in range(0, size, _BATCH)])[:size]
 
 

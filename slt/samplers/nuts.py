@@ -289,8 +289,10 @@ def sample_nuts(
         prior); the B x num_chains chains run side by side, those of one beta adjacent
         (`np.repeat(betas, num_chains)`).
       sampler: the chains' length and NUTS's settings (`NUTS`, its fields stated there).
-      init: a starting point (unconstrained pytree) for every chain; by default each chain
-        starts at its own `problem.init` point (uniform on (-init_radius, init_radius)).
+      init: a starting point (unconstrained pytree) for every chain, or a (chains, dim) array
+        of flat starting points (`Problem.ravel`), one per chain in the order above; by
+        default each chain starts at its own `problem.init` point (uniform on
+        (-init_radius, init_radius)).
       progress: show a progress bar.
       checkpoint: a file to save progress to after every chunk and resume from (module doc,
         `slt.samplers.checkpoint`); None: no checkpoint. `run_time` then counts the sampling
@@ -318,9 +320,14 @@ def sample_nuts(
     betas = np.repeat(np.asarray(betas, dtype=np.float64).reshape(-1), sampler.num_chains)
     _validate(problem, betas)
     num_warmup, num_samples = sampler.num_warmup, sampler.num_samples
-    if init is not None:
-        require_params(problem, init, "init")
     num_chains = betas.size
+    if _per_chain(init, problem):
+        init = np.asarray(init)
+        if init.shape != (num_chains, problem.dim) or not np.all(np.isfinite(init)):
+            raise InputError(f"init as an array must be finite with shape (chains, dim) = "
+                             f"{(num_chains, problem.dim)}, got {init.shape}")
+    elif init is not None:
+        require_params(problem, init, "init")
     config = _Config(problem, num_warmup, sampler.dense_mass, sampler.target_acceptance,
                      sampler.max_tree_depth)
     if not jnp.issubdtype(key.dtype, jax.dtypes.prng_key):  # a legacy uint32 key
@@ -387,7 +394,16 @@ def _check_starts(problem: Problem, starts, betas) -> None:
         )
 
 
+def _per_chain(init, problem: Problem) -> bool:
+    """Whether `init` is a (chains, dim) array of flat starting points (more than one chain:
+    a single point's parameters have dim numbers in all)."""
+    return (isinstance(init, np.ndarray | jax.Array) and np.ndim(init) == 2
+            and np.shape(init)[1] == problem.dim and np.size(init) != problem.dim)
+
+
 def _starting_points(problem: Problem, key, num_chains: int, init, init_radius: float):
+    if _per_chain(init, problem):
+        return jnp.asarray(init, problem.dtype)
     if init is not None:
         flat = problem.ravel(init).astype(problem.dtype)
         return jnp.broadcast_to(flat, (num_chains, problem.dim))

@@ -22,7 +22,7 @@ matplotlib.use("Agg")
 @pytest.fixture(scope="module")
 def regression_free_energy():
     case = conjugate_regression()
-    return case, free_energy(case.problem, jax.random.key(0), progress=False)
+    return case, free_energy(case.problem, jax.random.key(0), Tempering(), progress=False)
 
 
 def test_conjugate_regression_within_three_se_and_a_third_of_a_nat(regression_free_energy):
@@ -64,7 +64,7 @@ def test_the_ladder_runs_from_the_prior_to_the_posterior(regression_free_energy)
 def test_same_key_same_result_and_no_recompilation(regression_free_energy):
     case, result = regression_free_energy
     traces = tempering._TRACE_COUNT[0]
-    again = free_energy(case.problem, jax.random.key(0), progress=False)
+    again = free_energy(case.problem, jax.random.key(0), Tempering(), progress=False)
     assert tempering._TRACE_COUNT[0] == traces and again.run.compile_time == 0.0
     np.testing.assert_array_equal(again.per_copy, result.per_copy)
 
@@ -72,7 +72,7 @@ def test_same_key_same_result_and_no_recompilation(regression_free_energy):
 @pytest.mark.slow  # 26 s; the fast suite checks the product model's log Z by nested sampling
 def test_product_model_within_a_third_of_a_nat_of_quadrature():
     case = product_model()
-    result = free_energy(case.problem, jax.random.key(1), progress=False)
+    result = free_energy(case.problem, jax.random.key(1), Tempering(), progress=False)
     assert abs(result.free_energy + case.log_evidence) < 0.3
     assert abs(result.free_energy + case.log_evidence) < 4 * result.std_error + 0.05
 
@@ -99,7 +99,7 @@ def test_ti_agrees_with_smc_and_quadrature_under_a_diffuse_prior():
     # over the first stages used to give TI = -5e12; those stages now come from the SMC
     # increments and the quadrature covers the rest
     case = poisson_intercept()
-    result = free_energy(case.problem, jax.random.key(2), progress=False)
+    result = free_energy(case.problem, jax.random.key(2), Tempering(), progress=False)
     exact = -case.log_evidence
     for estimate, se in (result.smc, result.ti):
         assert abs(estimate - exact) < max(4 * se, 0.05)
@@ -118,8 +118,8 @@ def test_thermodynamic_integral_takes_unresolved_intervals_from_the_smc_path():
 
 def test_bad_input():
     problem = conjugate_regression().problem
-    with pytest.raises(ValueError, match="method must be one of 'auto', 'smc', 'importance', "
-                                         "'ti', 'nested'"):
+    with pytest.raises(ValueError, match="method must be one of 'auto', 'draws', 'smc', "
+                                         "'importance', 'ti', 'nested'"):
         free_energy(problem, jax.random.key(0), method="bridge")
     with pytest.raises(ValueError, match="num_copies"):
         free_energy(problem, jax.random.key(0), Tempering(num_copies=1))

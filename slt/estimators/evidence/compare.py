@@ -21,16 +21,28 @@ scale F = -log Z ≈ n L_n(w0) + lambda log n, so the columns are directly compa
                    for gaussian_mixture(K), K = 1, 2, ... given smallest first); its posterior
                    model probabilities in `sbic_posterior`
 
+**The fast path first** (the default plan, `ComparisonPlan(draws=FromDraws())`; issue 37).
+For every model the reference F comes from posterior draws: NUTS chains started at the fit's
+distinct optima, importance and bridge sampling from two proposals fitted to the halves of
+the draws (`slt.estimators.evidence.draws`), and a self-check (Pareto k-hat <= 0.7, se <= 0.02
+nats, the proposals agree, the bridge agrees, every optimum within 10 nats covered). The
+chains at lambda_hat's temperatures and at 1/log n run beside those at beta = 1 in the same
+NUTS program, and WBIC, lambda_hat and PSIS-LOO read them (`source` "nuts"). Where a model's
+check fails, that model alone falls back to the tempered path below (`free_energy_path`
+"tempered", `free_energy_checks` says why) and its tempered columns read the SMC particles.
+
 How each column is computed is one value, a `ComparisonPlan` (the MAP fit, the tempered SMC
 of the reference F, lambda_hat's temperatures, the samplers of WBIC, lambda_hat and LOO, the
 nested sampling); `methods` says which columns are computed.
 
-**One tempered path** (the default plan). One adaptive tempered SMC run per model, its
-ladder forced through beta = 1/log n and the temperatures of lambda_hat, gives the reference
-F, WBIC, E_beta[n L_n] at every temperature (hence lambda_hat and the singular BIC), and its
-final particles are the posterior draws of PSIS-LOO: every temperature-based number comes
-from the same particles, with standard errors from the independent copies. The SMC is right
-on multimodal posteriors (label-switched mixture modes), where NUTS chains each see one mode.
+**One tempered path** (the fallback, and `ComparisonPlan(draws=None)`). One adaptive
+tempered SMC run per model, its ladder forced through beta = 1/log n and the temperatures
+of lambda_hat, gives the reference F, WBIC, E_beta[n L_n] at every temperature (hence
+lambda_hat and the singular BIC), and its final particles are the posterior draws of
+PSIS-LOO: every temperature-based number comes from the same particles, with standard errors
+from the independent copies. The SMC's draws carry weight between non-equivalent modes, where
+NUTS chains each see one mode (the fast path's F does not need them to; its check says when
+its draws were mis-weighted).
 A plan may give WBIC, lambda_hat or LOO a sampler of their own instead (NUTS chains per
 temperature: `ComparisonPlan(rlct=NUTS(), loo=NUTS())`). The table's `source` column says
 where the temperature-based numbers of each row came from.
@@ -66,7 +78,13 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 from slt.estimators.evidence.bic import bic
-from slt.estimators.evidence.free_energy import DISAGREEMENT_SE, disagreement, free_energy
+from slt.estimators.evidence.draws import FromDraws
+from slt.estimators.evidence.free_energy import (
+    DISAGREEMENT_SE,
+    disagreement,
+    free_energy,
+    from_draws_or_fallback,
+)
 from slt.estimators.evidence.laplace import laplace
 from slt.estimators.evidence.rlct import (
     DEFAULT_MULTIPLIERS,
@@ -182,6 +200,14 @@ class ComparisonPlan:
         `NUTS` value: on NUTS draws of the posterior (beta = 1).
       nested: the nested sampling of the second reference (`slt.free_energy(method=
         "nested")`; live points, runs, ...).
+      draws: the fast path of the reference F (`slt.estimators.evidence.draws.FromDraws`:
+        NUTS from the fit's optima, importance and bridge sampling, the self-check), tried
+        first for every model; where its check fails, that model's F comes from the tempered
+        path (`free_energy`, through lambda_hat's temperatures), and the table's
+        `free_energy_path` and `free_energy_checks` say so. Where it stands, the columns that
+        would read the tempered path come from NUTS instead (`draws.nuts`: lambda_hat from
+        chains at its temperatures, WBIC from those at 1/log n, PSIS-LOO from the draws at
+        beta = 1). None: the tempered path for every model (the behaviour before issue 37).
 
     Its repr shows the fields that differ from the defaults (in the values too).
 
@@ -204,6 +230,7 @@ value, got str
     rlct: Sampler | None = None
     loo: NUTS | None = None
     nested: NestedSampling = NestedSampling()
+    draws: FromDraws | None = FromDraws()
 
     def __post_init__(self):
         require_instance("fit", self.fit, MAPFit, "a MAPFit value")
@@ -225,6 +252,8 @@ value, got str
             raise InputError(f"loo must be None (PSIS-LOO on the tempered path) or a NUTS "
                              f"value, got {type(self.loo).__name__}")
         require_instance("nested", self.nested, NestedSampling, "a NestedSampling value")
+        if self.draws is not None:
+            require_instance("draws", self.draws, FromDraws, "a FromDraws value or None")
 
     def __repr__(self) -> str:
         return _changed_fields(self)
@@ -332,8 +361,17 @@ class ComparisonResult(Persistable):
         table, reference = self.table, self.choices["free_energy"]
         errors = table["free_energy_se"]
         how = {"smc": "tempered SMC", "ti": "thermodynamic integration",
-               "importance": "importance sampling from the tempered SMC's particles"}
-        sources = table.get("free_energy_method", pd.Series(["smc"]))
+               "importance": "importance sampling from the tempered SMC's particles",
+               "draws": "importance and bridge sampling from NUTS draws, checked"}
+        methods = table.get("free_energy_method", pd.Series(["smc"] * len(table),
+                                                            index=table.index))
+        paths = table.get("free_energy_path", pd.Series(["tempered"] * len(table),
+                                                        index=table.index))
+        sources = ["draws" if path == "draws" else method
+                   for method, path in zip(methods, paths, strict=True)]
+        fallbacks = [str(name) for name, checks in
+                     table.get("free_energy_checks", pd.Series(dtype=str)).items()
+                     if isinstance(checks, str) and checks]
         lines = [
             f"Reference F ({', '.join(how.get(m, m) for m in dict.fromkeys(sources))}) picks "
             f"{reference}; standard errors "
@@ -342,6 +380,9 @@ class ComparisonResult(Persistable):
                f"; {len(self.warnings)} diagnostic(s) raised, listed below")
             + "."
         ]
+        if fallbacks:
+            lines.append(f"The fast path's self-check failed on {', '.join(fallbacks)}: their "
+                         f"F comes from the tempered path (free_energy_checks says why).")
         if "references_agree" in table:
             disagree = [str(name) for name, ok in table["references_agree"].items() if not ok]
             lines.append(
@@ -452,6 +493,10 @@ def compare(
             )
             messages += caught
             messages += _check_references(name, results[name], rows[name])
+            if _from_draws(results[name]):  # the tempered columns came from NUTS instead
+                rows[name]["source"] = "+".join(sorted(
+                    {"nuts" if part == "smc" else part
+                     for part in rows[name]["source"].split("+")}))
     if "sbic" in methods:
         messages += _add_sbic(sbic_family, problems, results, rows)
     table = pd.DataFrame.from_dict(rows, orient="index")
@@ -606,12 +651,24 @@ def _runners(plan: ComparisonPlan, *, through_temperatures: bool) -> dict[str, C
     def run_laplace(problem, key, done):
         return laplace(problem, done["fit"], num_modes=plan.num_modes)
 
-    def run_free_energy(problem, key, done):
+    def run_tempered(problem, key):
         if not through_temperatures:
             return free_energy(problem, key, plan.free_energy, progress=False)
         betas = inverse_temperatures(problem.n, plan.multipliers, plan.betas)
         return free_energy(problem, key, plan.free_energy, progress=False,
                            waypoints=np.append(betas, 1.0))
+
+    def run_free_energy(problem, key, done):
+        if plan.draws is None:
+            return run_tempered(problem, key)
+        temperatures = ()
+        if through_temperatures:  # lambda_hat's and WBIC's chains beside those at beta = 1
+            temperatures = np.append(
+                inverse_temperatures(problem.n, plan.multipliers, plan.betas),
+                wbic_beta(problem.n))
+        return from_draws_or_fallback(problem, key, plan.draws, fit=done["fit"],
+                                      tempered=lambda k: run_tempered(problem, k),
+                                      temperatures=temperatures)
 
     def run_nested(problem, key, done):
         return free_energy(problem, key, plan.nested, method="nested", progress=False)
@@ -629,9 +686,12 @@ def _runners(plan: ComparisonPlan, *, through_temperatures: bool) -> dict[str, C
             return rlct(problem, key, fit=done["fit"], multipliers=plan.multipliers,
                         betas=plan.betas, max_multiplicity=plan.max_multiplicity,
                         sampler=plan.rlct, progress=False)
-        return _path_rlct(problem, done, plan.max_multiplicity)
+        return _path_rlct(problem, done, plan)
 
     def run_loo(problem, key, done):
+        if plan.loo is None and _from_draws(done):
+            draws = done["free_energy"].run.nuts
+            return _draws_loo(problem, draws.positions[draws.betas == 1.0])
         if plan.loo is None:
             return _path_loo(problem, done)
         draws = tempered_draws(problem, key, [1.0], plan.loo, progress=False)
@@ -645,20 +705,45 @@ def _runners(plan: ComparisonPlan, *, through_temperatures: bool) -> dict[str, C
             "nested": run_nested}
 
 
+def _from_draws(done) -> bool:
+    """Whether the reference F of this model came from the fast path (no tempered run)."""
+    return "free_energy" in done and done["free_energy"].path == "draws"
+
+
+def _draws_loo(problem, positions):
+    """PSIS-LOO on the fast path's NUTS draws at beta = 1, (chain, draw, dim)."""
+    pointwise = np.asarray(pointwise_loglik_of_draws(problem, positions))
+    name = "_".join(problem.observed_site_names) or "y"
+    data = az.from_dict(posterior={"position": positions},
+                        log_likelihood={name: pointwise})
+    return az.loo(data, pointwise=True)
+
+
+def _path_draws(done):
+    """(draws at every temperature of the path, the sampler's name): the tempered SMC's
+    particles, or, where the fast path's F stood, its NUTS chains (`FromDraws`)."""
+    if _from_draws(done):
+        return done["free_energy"].run.nuts, "nuts"
+    return smc_draws(done["free_energy"].run), "smc"
+
+
 def _path_wbic(problem, done):
-    """WBIC from the tempered path's particles at beta = 1/log n."""
-    draws = smc_draws(done["free_energy"].run)
+    """WBIC from the path's draws at beta = 1/log n."""
+    draws, sampler = _path_draws(done)
     beta = wbic_beta(problem.n)
     chosen = np.isclose(draws.betas, beta, rtol=1e-6)
-    return summarise_draws(problem, draws.select(chosen), sampler="smc")
+    return summarise_draws(problem, draws.select(chosen), sampler=sampler)
 
 
-def _path_rlct(problem, done, max_multiplicity):
-    """lambda_hat from the tempered path's particles at its waypoints below beta = 1."""
-    draws = smc_draws(done["free_energy"].run)
+def _path_rlct(problem, done, plan: ComparisonPlan):
+    """lambda_hat from the path's draws at its temperatures below beta = 1."""
+    draws, sampler = _path_draws(done)
     draws = draws.select(draws.betas < 1.0)
-    result = rlct_from_draws(problem, draws, sampler="smc", fit=done["fit"],
-                             max_multiplicity=max_multiplicity)
+    if _from_draws(done):  # WBIC's chains at 1/log n count only if lambda_hat's beta
+        betas = inverse_temperatures(problem.n, plan.multipliers, plan.betas)
+        draws = draws.select(np.isclose(draws.betas[:, None], betas[None], rtol=1e-6).any(1))
+    result = rlct_from_draws(problem, draws, sampler=sampler, fit=done["fit"],
+                             max_multiplicity=plan.max_multiplicity)
     for message in result.warnings:
         warnings.warn(message, stacklevel=2)
     return result
@@ -677,7 +762,8 @@ def _path_loo(problem, done):
 
 _COLUMN_ORDER = (
     "d", "n", "source", "nll_hat", "bic", "laplace", "laplace_singular", "wbic", "wbic_se",
-    "free_energy", "free_energy_se", "free_energy_method", "rlct", "rlct_se", "m",
+    "free_energy", "free_energy_se", "free_energy_method", "free_energy_path",
+    "free_energy_checks", "rlct", "rlct_se", "m",
     "singular_bic", "singular_bic_se",
     "elpd_loo", "elpd_loo_se", "nested", "nested_se", "references_agree", "sbic",
     "sbic_posterior",
@@ -689,7 +775,8 @@ _COLUMNS = {
     "laplace": lambda r: {"laplace": r.free_energy, "laplace_singular": r.singular},
     "wbic": lambda r: {"wbic": r.wbic, "wbic_se": r.std_error},
     "free_energy": lambda r: {"free_energy": r.free_energy, "free_energy_se": r.std_error,
-                              "free_energy_method": r.method},
+                              "free_energy_method": r.method, "free_energy_path": r.path,
+                              "free_energy_checks": "; ".join(r.checks)},
     "rlct": lambda r: {
         "rlct": r.rlct, "rlct_se": r.std_error, "m": r.multiplicity,
         "singular_bic": r.singular_bic, "singular_bic_se": r.singular_bic_std_error,

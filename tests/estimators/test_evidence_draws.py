@@ -1,0 +1,155 @@
+"""The fast path of the free energy: F from posterior draws, its self-check and its fallback.
+
+Small settings throughout (short chains, few importance draws): what is checked is the path's
+logic and its exactness within its own standard errors, not the defaults' accuracy
+(benchmarks/RESULTS.md, "Evidence in a minute").
+"""
+
+import dataclasses
+import functools
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+from scipy.special import logsumexp
+
+from slt import Problem
+from slt.estimators import free_energy
+from slt.estimators.evidence.draws import (
+    FromDraws,
+    bridge_log_evidence,
+    posterior_draws,
+)
+from slt.fit import MAPFit
+from slt.samplers import NUTS, Tempering
+from slt.validation import InputError
+
+from .evidence_cases import conjugate_regression
+
+SMALL = FromDraws(fit=MAPFit(num_restarts=4, adam_steps=300, lbfgs_steps=100),
+                  nuts=NUTS(num_chains=2, num_warmup=300, num_samples=600),
+                  num_samples=4000, fallback=Tempering(num_particles=200, num_copies=2))
+
+
+@functools.cache
+def _default_path():
+    case = conjugate_regression()
+    return case, free_energy(case.problem, jax.random.key(0), SMALL, progress=False)
+
+
+@pytest.mark.heavy
+def test_conjugate_regression_is_exact_within_its_standard_error():
+    case, result = _default_path()
+    assert result.path == "draws" and result.method == "importance" and not result.checks
+    error = result.free_energy + case.log_evidence
+    assert abs(error) < 4 * result.std_error + 0.005  # float32 log-likelihood sums
+    assert result.std_error < 0.02 and result.run.pareto_k < 0.7
+    # the bridge from the same proposals agrees with it and with the exact answer
+    assert abs(result.bridge[0] + case.log_evidence) < 4 * result.bridge[1] + 0.005
+    assert result.summary()["path"].item() == "draws" and "path=draws" in repr(result)
+    assert result.to_xarray()["positions"].dims == ("chain", "draw", "dim")
+
+
+@pytest.mark.heavy
+def test_numpyro_mcmc_draws_give_the_default_path_within_errors():
+    """A user's own NumPyro MCMC of the model, passed as `draws=` (MCMC, its samples dict,
+    ArviZ InferenceData), gives the default path's F within their standard errors."""
+    import arviz as az
+    from numpyro.infer import MCMC
+    from numpyro.infer import NUTS as NumPyroNUTS
+
+    case, reference = _default_path()
+    problem = case.problem
+    mcmc = MCMC(NumPyroNUTS(problem.model), num_warmup=300, num_samples=600, num_chains=2,
+                chain_method="vectorized", progress_bar=False)
+    mcmc.run(jax.random.key(3), **problem.data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pandas deprecations inside ArviZ
+        inference = az.from_numpyro(mcmc)
+    samples = mcmc.get_samples(group_by_chain=True)
+    flat = posterior_draws(problem, samples)
+    assert flat.shape == (2, 600, problem.dim)
+    np.testing.assert_allclose(posterior_draws(problem, inference), flat, rtol=1e-5)
+    result = free_energy(problem, jax.random.key(4), SMALL, draws=mcmc, progress=False)
+    assert result.path == "draws" and not result.checks and result.run.nuts is None
+    assert abs(result.free_energy - reference.free_energy) < 4 * np.hypot(
+        result.std_error, reference.std_error) + 0.005
+
+
+def _bimodal():
+    """w ~ N(0, 2^2), y_i ~ N(w^2, 1), n = 30 around 4: two equal modes at w = ±2 that no
+    chain crosses; log Z by quadrature."""
+    def model(y=None):
+        w = numpyro.sample("w", dist.Normal(0.0, 2.0))
+        with numpyro.plate("data", y.shape[0]):
+            numpyro.sample("y", dist.Normal(w**2, 1.0), obs=y)
+
+    y = 4.0 + np.asarray(jax.random.normal(jax.random.key(7), (30,)))
+    grid = np.linspace(-6, 6, 200_001)
+    log_joint = (-0.5 * (grid / 2.0) ** 2 - np.log(2.0 * np.sqrt(2 * np.pi))
+                 + np.sum(-0.5 * (y[:, None] - grid**2) ** 2, 0) - 15 * np.log(2 * np.pi))
+    log_evidence = logsumexp(log_joint) + np.log(grid[1] - grid[0])
+    return Problem(model, {"y": y}), float(log_evidence), float(np.sqrt(np.mean(y)))
+
+
+@pytest.mark.heavy
+def test_draws_that_miss_a_mode_fail_the_check_and_the_fallback_is_right():
+    problem, log_evidence, mode = _bimodal()
+    # draws of the w > 0 mode only (its local posterior: sd 1 / sqrt(4 n w^2) ~ 0.045)
+    rng = np.random.default_rng(0)
+    draws = {"w": mode + 0.045 * rng.standard_normal((2, 400))}
+    options = dataclasses.replace(SMALL, fit=MAPFit(num_restarts=8, adam_steps=300,
+                                                    lbfgs_steps=100))
+    with pytest.warns(UserWarning, match="self-check failed"):
+        result = free_energy(problem, jax.random.key(0), options, draws=draws, progress=False)
+    checked = result.draws_run
+    assert set(checked.failed) == {"optima"}  # k-hat, se, proposals and bridge all pass
+    # the fast estimate alone is log 2 too high: the mode it missed holds half the mass
+    assert abs(-checked.log_evidence + log_evidence - np.log(2)) < 0.05
+    assert result.path == "tempered" and result.checks[0].startswith("optima")
+    assert abs(result.free_energy + log_evidence) < 4 * result.std_error + 0.05
+    assert "fallback" in repr(result) and "optima" in result.summary()["checks"].item()
+    # draws of both modes in the wrong proportions (9 : 1 for 1 : 1): q covers both, so
+    # importance sampling stays right, but the bridge averages over the mis-weighted draws
+    signs = np.where(rng.random((2, 400)) < 0.9, 1.0, -1.0)
+    draws = {"w": signs * (mode + 0.045 * rng.standard_normal((2, 400)))}
+    unchecked = free_energy(problem, jax.random.key(1), dataclasses.replace(
+        options, fallback=None), draws=draws, progress=False)
+    assert abs(unchecked.free_energy + log_evidence) < 4 * unchecked.std_error + 0.005
+    assert "bridge" in unchecked.draws_run.failed and unchecked.path == "draws"
+
+
+def test_bridge_sampling_is_exact_for_a_known_ratio():
+    # p~ = 3 N(0, 1), q = N(0, 1.5^2): log Z = log 3, draws of both exact
+    key_p, key_q = jax.random.split(jax.random.key(0))
+    posterior = np.asarray(jax.random.normal(key_p, (4, 2000)))
+    proposal = 1.5 * np.asarray(jax.random.normal(key_q, (8000,)))
+
+    def log_ratio(w):
+        return (np.log(3) - 0.5 * w**2) - (-0.5 * (w / 1.5) ** 2 - np.log(1.5))
+
+    estimate, error = bridge_log_evidence(log_ratio(posterior), log_ratio(proposal))
+    assert abs(estimate - np.log(3)) < 4 * error and error < 0.02
+
+
+def test_bad_input():
+    problem = conjugate_regression().problem
+    with pytest.raises(InputError, match="max_pareto_k"):
+        FromDraws(max_pareto_k=0.0)
+    with pytest.raises(InputError, match="num_samples"):
+        FromDraws(num_samples=10)
+    with pytest.raises(InputError, match="fallback"):
+        FromDraws(fallback="smc")
+    with pytest.raises(InputError, match="lack the parameter site"):
+        posterior_draws(problem, {"v": np.zeros((10, 3))})
+    with pytest.raises(InputError, match="shape"):
+        posterior_draws(problem, np.zeros((10, problem.dim + 1)))
+    with pytest.raises(InputError, match="draws are for the fast path"):
+        free_energy(problem, jax.random.key(0), Tempering(), draws=np.zeros((10, problem.dim)))
+    with pytest.raises(InputError, match="waypoints"):
+        free_energy(problem, jax.random.key(0), SMALL, waypoints=[0.5])
+    assert jnp.isfinite(posterior_draws(problem, np.zeros((2, 5, problem.dim)))).all()
