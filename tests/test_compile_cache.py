@@ -49,7 +49,8 @@ def test_nothing_of_slt_holds_a_dropped_problem():
                 progress=False)
     kinds = [signature[0] for signature in compile_cache._PROGRAMS[problem]]
     # n L_n of the prior draws (SMC) and of the NUTS draws: one program per shape
-    assert sorted(kinds) == ["chain chunk", "fit restarts", "map draws", "map draws", "nuts",
+    assert sorted(kinds) == ["centre measurements", "chain chunk", "fit restarts", "map draws",
+                             "map draws", "nuts",
                              "tempering stage"]
     reference = weakref.ref(problem)
     del problem, fit

@@ -262,8 +262,9 @@ def _report(results: dict) -> str:
         "",
         "Two-layer networks trained by maximum likelihood (`slt.fit_map`, prior off) on data "
         "simulated from a teacher with unit Gaussian noise; λ̂ by `slt.llc` "
-        f"({RunPlan().num_chains} chains × {RunPlan().num_samples} draws, step size "
-        "calibrated). BIC charges d/2 per log n; the parameter-space "
+        f"({RunPlan().num_chains} chains, step size calibrated, run until the standard error "
+        f"is {RunPlan().target_se:.0%} of λ̂ or {RunPlan().max_steps:,} steps). BIC charges "
+        "d/2 per log n; the parameter-space "
         "symmetries (`slt.geometry.symmetry`) alone lower that to (d − generic Fisher "
         "nullity)/2; the exact learning coefficient at the teacher is lower still. "
         "`rank I(w*)` is the rank of the Fisher information at the trained parameters.",

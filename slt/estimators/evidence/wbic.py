@@ -110,11 +110,15 @@ num_samples=1000, chunk_size=500, checkpoint=None, progress=True, observe_every=
     name: ClassVar[str] = "sgld"  # how results name the sampler (`WBICResult.sampler`)
 
     sgld: SGLD = SGLD(extrapolate=True)
-    plan: RunPlan = RunPlan()
+    plan: RunPlan = RunPlan(num_warmup=1000, num_samples=1000)
 
     def __post_init__(self):
         require_instance("sgld", self.sgld, SGLD, "a slt.samplers.SGLD")
         require_instance("plan", self.plan, RunPlan, "a slt.RunPlan")
+        if self.plan.adaptive:  # the "auto" lengths are judged on lambda_hat's trace
+            raise InputError("TemperedSGLD's plan needs numbers for num_warmup and "
+                             f"num_samples, got {self.plan.num_warmup!r} and "
+                             f"{self.plan.num_samples!r}")
 
     @property
     def num_chains(self) -> int:

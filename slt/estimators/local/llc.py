@@ -301,7 +301,9 @@ def llc(
       posterior: the local posterior (`slt.LocalPosterior`; default gamma = 1,
         n beta = n / log n, no prior, every weight).
       sampler: `slt.samplers.SGLD()` (default), `MALA()` or `HMC()`.
-      plan: `slt.RunPlan()` (default 4 chains, 1000 warmup steps, 1000 draws).
+      plan: `slt.RunPlan()` (default 4 chains started apart, warmup until stationary and
+        draws until the standard error is 5% of lambda_hat, at least 1000 of each, at most
+        10 000 steps: `slt.samplers.run_length`).
 
     Returns:
       An `LLCResult`.
