@@ -75,7 +75,7 @@ def test_bad_input():
         compare({"a": problem}, jax.random.key(0), plan={"multipliers": (1, 2)})
 
 
-@pytest.mark.heavy
+@pytest.mark.slow  # make test's 10 minutes: run with -m slow
 def test_compare_on_one_tempered_path():
     """The default SMC path: F, WBIC, lambda and LOO from one run per model, against the
     exact answers of both regressions; the table says where the numbers came from."""
@@ -114,6 +114,7 @@ def test_compare_on_one_tempered_path():
             assert ("the same as the reference F" in line) == ("d=2" in choice)
 
 
+@pytest.mark.slow  # make test's 10 minutes: run with -m slow
 def test_sbic_column_from_the_fits_of_a_nested_mixture_family(tmp_path):
     """methods=(..., "sbic") with the family's table: the column is exactly
     `sbic_gaussian_mixtures` of the MAP log-likelihoods, its choice the lowest -sBIC, and the

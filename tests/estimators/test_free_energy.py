@@ -94,6 +94,7 @@ def test_thermodynamic_integral_is_exact_for_cubics():
     assert thermodynamic_integral(betas, f, v) == pytest.approx(1 + 1 - 1 + 0.25, rel=1e-12)
 
 
+@pytest.mark.slow  # make test's 10 minutes: run with -m slow
 def test_ti_agrees_with_smc_and_quadrature_under_a_diffuse_prior():
     # n L_n is heavy-tailed under the N(0, 10^2) prior of a Poisson log-rate: the trapezoid
     # over the first stages used to give TI = -5e12; those stages now come from the SMC

@@ -226,7 +226,7 @@ def _run_sharded(devices_per_process, processes=1):
     return json.loads(outputs[0][0].strip().splitlines()[-1])
 
 
-@pytest.mark.heavy
+@pytest.mark.slow  # make test's 10 minutes: run with -m slow
 def test_sharded_chains_give_the_same_numbers():
     """Chains sharded over 2 devices give the numbers of 1 device (to rounding: the per-device
     batch of chains differs), and over 2 processes (multi-controller JAX, `jax.distributed`,

@@ -96,7 +96,8 @@ class TemperedSGLD:
       >>> TemperedSGLD(slt.samplers.SGLD(step_size=1e-3, batch_size=64, extrapolate=True))
       TemperedSGLD(sgld=SGLD(step_size=0.001, batch_size=64, preconditioner=None, \
 mala_every=10, extrapolate=True), plan=RunPlan(num_chains=4, num_warmup=1000, \
-num_samples=1000, chunk_size=500, checkpoint=None, progress=True, observe_every=1))
+num_samples=1000, target_se=0.05, max_steps=10000, chunk_size=500, checkpoint=None, \
+progress=True, observe_every=1, start='dispersed'))
       >>> TemperedSGLD(sgld=slt.samplers.MALA())
       Traceback (most recent call last):
       slt.validation.InputError: sgld must be a slt.samplers.SGLD, got MALA
