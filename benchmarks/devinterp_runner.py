@@ -36,6 +36,17 @@ The runner serves the installed devinterp version through its own public API:
     an observable evaluates batch_size x batches-per-draw examples drawn without replacement
     from its data set, so with exactly that many examples it sees each once per draw.
 
+The "transformer" kind (benchmarks/llc_transformer.py): `tokens` (n, T) integer sequences,
+`weight_names` and, under each name, a weight of benchmarks/transformer_twin.py's
+attention-only transformer stacked over `checkpoints` training checkpoints. Its jobs: one with
+"losses_path" saves the twin's per-token losses (n, T - 1) at "checkpoint" as .npy (the check
+against JAX); one with "forward_backward_steps" times the twin's own forward and backward on a
+minibatch (plain torch); otherwise one `llc` call per checkpoint in "checkpoints" per part in
+"parts" ("full": every weight; "l0h1" and the like: devinterp's `create_param_masks(model,
+part)`), on the sequences as a `Dataset` with devinterp's default per-token cross-entropy
+(no loss_fn), answered with lists in that order, each call's draws' losses included. "device"
+("cpu" or "cuda") places the model.
+
 Protocol: after loading torch, devinterp and the data it prints one JSON line (versions,
 threads, RSS); then it reads one JSON job per line on stdin and answers each with one JSON
 line: the wall and CPU time of one LLC estimate, lambda_hat, the RSS before it and the peak RSS
@@ -65,6 +76,8 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+
+import numpy as np
 
 
 def _rss_mb() -> tuple[float, float]:
@@ -130,12 +143,21 @@ def _time_torch_sgld(model, evaluate, x, y, job) -> dict:
     return {"torch_seconds_per_step": (time.perf_counter() - start) / job["torch_steps"]}
 
 
+def _synchronize() -> None:
+    """Wait for the GPU's queued work (if torch has a GPU), so that a timing covers it."""
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def _timed(estimate):
     """(estimate(), {"wall", "cpu", "rss_before_mb", "peak_rss_mb", "peak_is_run_only"})."""
     before, _ = _rss_mb()
     reset = _reset_peak_rss()
     cpu, start = _cpu_seconds(), time.perf_counter()
     result = estimate()
+    _synchronize()
     wall = time.perf_counter() - start
     return result, {"wall": wall, "cpu": _cpu_seconds() - cpu, "rss_before_mb": before,
                     "peak_rss_mb": _rss_mb()[1], "peak_is_run_only": reset}
@@ -175,7 +197,7 @@ def _sampling_options(job, dataset, folder) -> dict:
             "num_chains": job["num_chains"], "num_draws": job["num_samples"],
             "num_burnin_steps": job["num_warmup"], "batch_size": job["batch_size"],
             "num_init_loss_batches": len(dataset) // job["batch_size"],
-            "init_seed": job["seed"], "device": "cpu",
+            "init_seed": job["seed"], "device": job.get("device", "cpu"),
             "output_path": Path(folder) / "samples.zarr"}
 
 
@@ -188,7 +210,6 @@ def _llc_v2(model, dataset, loss_fn, job, param_masks=None) -> dict:
     "llc_mean" is devinterp's (every step averaged, burn-in included); "llc_mean_draws" the
     same from its loss trace without the burn-in steps.
     """
-    import numpy as np
     from devinterp.slt.llc import llc
 
     with tempfile.TemporaryDirectory() as folder:
@@ -200,8 +221,11 @@ def _llc_v2(model, dataset, loss_fn, job, param_masks=None) -> dict:
         per_chain = np.asarray(result["llc_per_chain"].values, dtype=np.float64)
         llc_mean = float(result["llc_mean"])
     draws = job["nbeta"] * (trace[:, job["num_warmup"]:].mean(axis=1) - init_loss)
-    return {**timing, "llc_mean": llc_mean, "llc_per_chain": per_chain.tolist(),
-            "llc_mean_draws": float(draws.mean()), "init_loss": init_loss}
+    reply = {**timing, "llc_mean": llc_mean, "llc_per_chain": per_chain.tolist(),
+             "llc_mean_draws": float(draws.mean()), "init_loss": init_loss}
+    if job.get("return_trace"):  # the draws' losses (chain, draw), for a standard error
+        reply["draw_losses"] = trace[:, job["num_warmup"]:].tolist()
+    return reply
 
 
 def _bif_v2(model, dataset, observables, loss_fn, job) -> dict:
@@ -215,7 +239,6 @@ def _bif_v2(model, dataset, observables, loss_fn, job) -> dict:
     (Dataset of the query rows, batches per draw)}. The timing covers the call (sampling, the
     Zarr store, compute_bif); putting the matrix in the data's order and saving it do not count.
     """
-    import numpy as np
     from devinterp.slt.bif import bif
 
     with tempfile.TemporaryDirectory() as folder:
@@ -232,9 +255,95 @@ def _bif_v2(model, dataset, observables, loss_fn, job) -> dict:
     return timing
 
 
+def _serve(info: dict, answer) -> None:
+    """Print the ready line (versions, threads, RSS and `info`), then answer each JSON job
+    read from stdin with `answer(job)`'s JSON line (torch seeded with the job's seed first),
+    until the end of input."""
+    import torch
+
+    print(json.dumps({"ready": True, "torch": torch.__version__,
+                      "devinterp": importlib.metadata.version("devinterp"),
+                      "threads": torch.get_num_threads(), "baseline_rss_mb": _rss_mb()[0],
+                      "cuda": torch.cuda.is_available(), **info}), flush=True)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        job = json.loads(line)
+        torch.manual_seed(job["seed"])
+        print(json.dumps(answer(job)), flush=True)
+
+
+def _serve_transformer(arrays) -> None:
+    """The "transformer" kind: benchmarks/transformer_twin.py's model at the file's
+    checkpoints, on its token sequences; jobs as described in the module docstring."""
+    import torch
+    from datasets import Dataset
+    from devinterp.slt.weight_restrictions import create_param_masks
+    from transformer_twin import AttentionOnlyTransformer, per_token_loss
+
+    names = [str(name) for name in arrays["weight_names"]]
+    tokens = np.asarray(arrays["tokens"], np.int64)
+    dataset = Dataset.from_dict({"input_ids": tokens}).with_format("torch")
+
+    def build_model(checkpoint: int) -> torch.nn.Module:
+        return AttentionOnlyTransformer({name: arrays[name][checkpoint] for name in names})
+
+    def masks(model, part: str):  # devinterp's own: None (every weight) or "l0h1" and the like
+        return None if part == "full" else create_param_masks(model, part)
+
+    def answer(job: dict) -> dict:
+        device = job.get("device", "cpu")
+        if "losses_path" in job:  # the twin's per-token losses on every sequence, no timing
+            model = build_model(job["checkpoint"]).to(device)
+            with torch.no_grad():
+                losses = per_token_loss(model, torch.from_numpy(tokens).to(device))
+            np.save(job["losses_path"], losses.cpu().numpy())
+            return {"saved": job["losses_path"]}
+        if "forward_backward_steps" in job:
+            return _time_forward_backward(build_model(job["checkpoint"]).to(device), tokens,
+                                          job)
+        calls = []  # one llc() per checkpoint per part, in the order a user loop runs them
+        for checkpoint in job["checkpoints"]:
+            for part in job["parts"]:
+                model = build_model(checkpoint)
+                calls.append(_llc_v2(model, dataset, None, {**job, "return_trace": True},
+                                     masks(model, part)))
+        return {name: [call[name] for call in calls]
+                for name in ("wall", "cpu", "llc_mean", "llc_mean_draws", "draw_losses",
+                             "init_loss", "peak_rss_mb")}
+
+    _serve({"dtype": "float32", "dim": sum(p.numel() for p in build_model(0).parameters()),
+            "checkpoints": int(arrays["checkpoints"]), "sequences": len(tokens)}, answer)
+
+
+def _time_forward_backward(model, tokens, job) -> dict:
+    """Seconds per step of the model's own forward and backward on a minibatch of
+    `batch_size` sequences (the per-token cross-entropy devinterp uses, its mean, `backward`)
+    in plain torch: the floor under one SGLD step. `forward_backward_steps` steps, after 3 not
+    timed, cycling over 8 minibatches made beforehand."""
+    import torch
+    from transformer_twin import per_token_loss
+
+    device = next(model.parameters()).device
+    rows = np.random.default_rng(job["seed"]).integers(len(tokens), size=(8, job["batch_size"]))
+    batches = [torch.from_numpy(tokens[row]).to(device) for row in rows]
+
+    def step(index):
+        per_token_loss(model, batches[index % len(batches)]).mean().backward()
+        model.zero_grad(set_to_none=True)
+
+    for index in range(3):
+        step(index)
+    _synchronize()
+    start = time.perf_counter()
+    for index in range(job["forward_backward_steps"]):
+        step(index)
+    _synchronize()
+    return {"seconds_per_step": (time.perf_counter() - start) / job["forward_backward_steps"]}
+
+
 def main() -> None:
     warnings.simplefilter("ignore")  # devinterp warns on every call (deprecated SGLD, seeds...)
-    import numpy as np
     import torch
     from torch import nn
 
@@ -242,6 +351,9 @@ def main() -> None:
     torch.set_num_threads(int(sys.argv[2]) if len(sys.argv) > 2 else torch.get_num_threads())
     arrays = np.load(sys.argv[1])
     kind = str(arrays["kind"])
+    if kind == "transformer":
+        _serve_transformer(arrays)
+        return
     classifier = kind == "classifier"
     checkpoints = int(arrays["checkpoints"]) if "checkpoints" in arrays else None
     num_train = len(arrays["x"])
@@ -316,18 +428,7 @@ def main() -> None:
         dataset = rows_dataset(0, num_train)
         observables = {"train": dataset, "query": rows_dataset(num_train, x.shape[0])}
 
-    print(json.dumps({
-        "ready": True, "torch": torch.__version__, "devinterp": version,
-        "threads": torch.get_num_threads(), "dtype": str(x.dtype),
-        "dim": sum(p.numel() for p in build_model(0 if checkpoints else None).parameters()),
-        "baseline_rss_mb": _rss_mb()[0],
-    }), flush=True)
-
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        job = json.loads(line)
-        torch.manual_seed(job["seed"])
+    def answer(job: dict) -> dict:
         if "loader_batches" in job:
             reply = _time_loader(x, y, job)
         elif "torch_steps" in job:
@@ -349,7 +450,11 @@ def main() -> None:
             if job.get("restrict_to"):  # sample these parameters, the others frozen
                 masks = {name: None for name in job["restrict_to"]}
             reply = _llc_v2(build_model(), dataset, loss_fn, job, masks)
-        print(json.dumps(reply), flush=True)
+        return reply
+
+    _serve({"dtype": str(x.dtype),
+            "dim": sum(p.numel() for p in build_model(0 if checkpoints else None).parameters())},
+           answer)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,531 @@
+"""lambda_hat of a transformer and of each of its heads: slt against devinterp 2.0.1.
+
+GPU run (one NVIDIA H100/H200, no network; devinterp and the packages it needs travel as wheels
+in .whl/):
+
+    cd <repo root>
+    pip install --no-deps --no-index .whl/*.whl --target /tmp/site
+    PYTHONPATH=/tmp/site:. python3 benchmarks/llc_transformer.py --device gpu --sizes hoogland
+
+It writes $OUT/llc_transformer_gpu.json as it goes (each finished measurement is saved at
+once) and prints progress to stderr. CPU (this machine): `python -m benchmarks.llc_transformer`
+(the section of benchmarks/RESULTS.md); `--dry-run`: tiny sizes, a smoke test in a minute.
+
+The model: a 2-layer attention-only transformer in TransformerLens's layout, no layer norm, no
+MLP (L = 2 layers, H = 4 heads, d_model D = 32, d_head Dh = 8 by default), in plain JAX here
+(`init_params`, `forward`), trained with Adam on an induction task (Markov-chain text with a
+repeated segment, `induction_tokens`). Its PyTorch twin (benchmarks/transformer_twin.py, run
+by benchmarks/devinterp_runner.py in the devinterp venv) is loaded with the same weights from
+an .npz; its per-token losses on the same tokens are checked against JAX's (float32).
+
+The loss and the temperature. slt: L_n(w) = (1/n) sum over the n sequences of the sequence's
+negative log-likelihood, the sum over its m = T - 1 next-token targets of the token
+cross-entropy (`Problem.from_loss` with a per-sequence loss). devinterp 2.0.1: its SGLD takes
+the gradient of the MEAN per-token loss over the minibatch's sequences and positions
+(`sample_single_chain`: `_loss.mean().backward()`; `SGLD.step`: dw = n_beta grad + gamma
+(w - w*), w -= (lr / 2) dw + sqrt(lr) N(0, I) on the masked weights) and its lambda_hat is
+n_beta (mean per-token loss - init loss) (`compute_llc`). The mean per-token loss is L_n / m,
+so slt's n beta = n_beta / m gives the same posterior and the same lambda_hat; lr = epsilon
+and localization = gamma carry over as they are (as in benchmarks/llc_speed.py).
+
+The parts. A head (l, h) is W_Q[h], W_K[h], W_V[h], W_O[h], b_Q[h], b_K[h], b_V[h] of layer l
+(b_O is shared by the layer's heads: in no head), all other weights held at w*: slt
+`LocalPosterior(restrict_to=mask)` through `slt.llc_table` (the 8 heads of a checkpoint in one
+program), devinterp 2.0.1 `llc(..., param_masks=create_param_masks(model, "l0h1"))` (its own
+masks for TransformerLens models; the same weights), one `llc` call per head per checkpoint as
+a devinterp user loops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))  # run as a script (the GPU command) or as a module
+
+# the spec's model, and the sizes of each run
+SIZES = {
+    "cpu": {"vocab": 16, "length": 32, "layers": 2, "heads": 4, "d_model": 32, "d_head": 8,
+            "sequences": 1024, "train_steps": 2000, "checkpoints": (0, 200, 2000)},
+    "dry": {"vocab": 8, "length": 12, "layers": 2, "heads": 2, "d_model": 8, "d_head": 4,
+            "sequences": 128, "train_steps": 60, "checkpoints": (0, 60)},
+    # Hoogland et al. 2024's size: 2-layer attention-only, d_model 256, 8 heads; V = 5000,
+    # T = 256: 3.2M parameters (2.6M of them in the embeddings)
+    "hoogland": {"vocab": 5000, "length": 256, "layers": 2, "heads": 8, "d_model": 256,
+                 "d_head": 32, "sequences": 2048, "train_steps": 300, "checkpoints": (300,)},
+}
+# the SGLD settings of both sides: epsilon, gamma, chains, steps, batch (sequences); n beta is
+# slt's (per sequence), devinterp's n_beta = m x this. The draws are a whole number of passes
+# over the n // batch minibatches: devinterp's chains replay one fixed cycle of them
+# (`itertools.cycle`), so its draws' mean L_b(w*) is then L_n(w*) exactly, not a partial
+# cycle's (which biases its lambda_hat by n beta times that difference).
+SAMPLING = {
+    "cpu": {"num_chains": 4, "num_warmup": 100, "num_samples": 256, "step_size": 3e-5,
+            "gamma": 100.0, "batch_size": 32},
+    "dry": {"num_chains": 2, "num_warmup": 8, "num_samples": 16, "step_size": 1e-4,
+            "gamma": 100.0, "batch_size": 16},
+    "hoogland": {"num_chains": 4, "num_warmup": 50, "num_samples": 200, "step_size": 1e-5,
+                 "gamma": 100.0, "batch_size": 8},
+}
+ROUNDS = 2
+DEVINTERP_VERSION = "2.0.1"
+GPU_RESULTS = "llc_transformer_gpu.json"
+
+
+def log(message: str) -> None:
+    print(f"llc_transformer: {message}", file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------------------- the model
+
+
+def init_params(key, size: dict) -> dict:
+    """Random weights of the spec's layout: {"embed": (V, D), "pos_embed": (T, D), "blocks":
+    [{"W_Q", "W_K", "W_V": (H, D, Dh), "W_O": (H, Dh, D), "b_Q", "b_K", "b_V": (H, Dh), "b_O":
+    (D,)} per layer], "unembed": (D, V), "b_U": (V,)}; weights N(0, 1 / fan-in), biases 0."""
+    import jax
+    import jax.numpy as jnp
+
+    V, T, D, H, Dh = (size[k] for k in ("vocab", "length", "d_model", "heads", "d_head"))
+    keys = iter(jax.random.split(key, 3 + 4 * size["layers"]))
+
+    def normal(shape, fan_in):
+        return jax.random.normal(next(keys), shape, jnp.float32) / np.sqrt(fan_in)
+
+    blocks = [{"W_Q": normal((H, D, Dh), D), "W_K": normal((H, D, Dh), D),
+               "W_V": normal((H, D, Dh), D), "W_O": normal((H, Dh, D), H * Dh),
+               "b_Q": jnp.zeros((H, Dh)), "b_K": jnp.zeros((H, Dh)), "b_V": jnp.zeros((H, Dh)),
+               "b_O": jnp.zeros(D)} for _ in range(size["layers"])]
+    return {"embed": normal((V, D), 1.0), "pos_embed": normal((T, D), 1.0), "blocks": blocks,
+            "unembed": normal((D, V), D), "b_U": jnp.zeros(V)}
+
+
+def forward(params: dict, tokens):
+    """Logits (batch, T, V) of integer tokens (batch, T); position t predicts token t + 1."""
+    import jax
+    import jax.numpy as jnp
+
+    length = tokens.shape[1]
+    x = params["embed"][tokens] + params["pos_embed"][:length]
+    causal = jnp.tril(jnp.ones((length, length), bool))
+    for block in params["blocks"]:
+        q, k, v = (jnp.einsum("btd,hde->bhte", x, block[f"W_{name}"]) + block[f"b_{name}"][:, None]
+                   for name in "QKV")
+        scores = jnp.einsum("bhse,bhte->bhst", q, k) / np.sqrt(q.shape[-1])
+        attention = jax.nn.softmax(jnp.where(causal, scores, -jnp.inf), axis=-1)
+        z = attention @ v
+        x = x + jnp.einsum("bhte,hed->btd", z, block["W_O"]) + block["b_O"]
+    return x @ params["unembed"] + params["b_U"]
+
+
+def per_token_nll(params: dict, tokens):
+    """Cross-entropy of token t + 1 given tokens 0..t: (batch, T - 1)."""
+    import jax
+    import jax.numpy as jnp
+
+    log_probs = jax.nn.log_softmax(forward(params, tokens)[:, :-1], axis=-1)
+    return -jnp.take_along_axis(log_probs, tokens[:, 1:, None], axis=-1)[..., 0]
+
+
+def per_sequence_nll(params: dict, batch: dict):
+    """slt's per-example loss: each sequence's summed next-token cross-entropy, (batch,)."""
+    return per_token_nll(params, batch["tokens"]).sum(axis=1)
+
+
+def induction_tokens(seed: int, size: dict) -> np.ndarray:
+    """`sequences` token sequences of length T over V tokens (int32): a Markov chain (each
+    row of the transition matrix a Dirichlet(0.3) draw, so a few next tokens dominate), then a
+    segment of length T // 4 from the first half copied over a place in the second half, so
+    that an induction head can predict the copy from its first token on."""
+    rng = np.random.default_rng(seed)
+    V, T, n = size["vocab"], size["length"], size["sequences"]
+    transitions = rng.dirichlet(np.full(V, 0.3), size=V)
+    cumulative = np.cumsum(transitions, axis=1)
+    tokens = np.empty((n, T), np.int64)
+    tokens[:, 0] = rng.integers(V, size=n)
+    for t in range(1, T):
+        tokens[:, t] = np.minimum((cumulative[tokens[:, t - 1]]
+                                   < rng.random((n, 1))).sum(axis=1), V - 1)
+    segment = T // 4
+    for row in tokens:
+        source = rng.integers(0, T // 2 - segment + 1)
+        target = rng.integers(T // 2, T - segment + 1)
+        row[target:target + segment] = row[source:source + segment]
+    return tokens.astype(np.int32)
+
+
+def train(seed: int, size: dict, tokens: np.ndarray) -> list[dict]:
+    """Adam (learning rate 3e-3, minibatches of 64 sequences) on the mean per-token loss from
+    `init_params`; the parameters at each of size["checkpoints"] (training steps)."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    optimizer = optax.adam(3e-3)
+    params = init_params(jax.random.key(seed), size)
+    state = optimizer.init(params)
+
+    @jax.jit
+    def step(params, state, batch):
+        gradient = jax.grad(lambda p: per_token_nll(p, batch).mean())(params)
+        updates, state = optimizer.update(gradient, state)
+        return optax.apply_updates(params, updates), state
+
+    rng = np.random.default_rng(seed + 1)
+    checkpoints, wanted = [], set(size["checkpoints"])
+    for index in range(size["train_steps"] + 1):
+        if index in wanted:
+            checkpoints.append(jax.tree.map(jnp.asarray, params))
+        if index < size["train_steps"]:
+            batch = jnp.asarray(tokens[rng.integers(len(tokens), size=64)])
+            params, state = step(params, state, batch)
+    return checkpoints
+
+
+def flat_weights(params: dict) -> dict[str, np.ndarray]:
+    """{"embed": ..., "blocks.0.W_Q": ..., ...}: the names of the .npz the twin reads."""
+    flat = {name: np.asarray(params[name], np.float32)
+            for name in ("embed", "pos_embed", "unembed", "b_U")}
+    for layer, block in enumerate(params["blocks"]):
+        flat.update({f"blocks.{layer}.{leaf}": np.asarray(value, np.float32)
+                     for leaf, value in block.items()})
+    return flat
+
+
+def head_parts(params: dict) -> dict[str, dict]:
+    """{"l0h0": mask, ...}: each head's weights as `LocalPosterior.restrict_to` masks
+    (devinterp's restriction strings as the names); "full": None, every weight."""
+    import jax
+
+    heads = params["blocks"][0]["W_Q"].shape[0]
+    parts = {}
+    for layer in range(len(params["blocks"])):
+        for head in range(heads):
+            mask = jax.tree.map(lambda leaf: np.zeros(np.shape(leaf), bool), params)
+            for name, value in mask["blocks"][layer].items():
+                if name != "b_O":
+                    value[head] = True
+            parts[f"l{layer}h{head}"] = mask
+    return parts
+
+
+# ----------------------------------------------------------------------------- slt's side
+
+
+def slt_problem(tokens: np.ndarray, params: dict):
+    """The slt Problem: per-sequence loss on the sequences, float32."""
+    from slt import Problem
+
+    return Problem.from_loss(per_sequence_nll, params, {"tokens": tokens}, x64=False)
+
+
+def slt_parts(problem, checkpoints: list[dict], key, parts: dict, config: dict):
+    """lambda_hat ± se of every part at every checkpoint with slt: (means, ses), each
+    (checkpoint, part); wall and CPU seconds.
+
+    One `slt.llc_table` per checkpoint (its parts' chains vmapped in one program, compiled
+    once for all checkpoints). With `slt.llc_trajectory(problem, checkpoints, key,
+    parts=parts, ...)` the loop becomes one call (all parts x checkpoints in one program).
+    """
+    import jax
+
+    import slt
+    from benchmarks.llc_speed import _cpu_seconds, slt_values
+
+    values = slt_values(config)
+    cpu, start = _cpu_seconds(), time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # early checkpoints are no minima: llc says so
+        tables = [slt.llc_table(problem, point, jax.random.fold_in(key, index), parts, **values)
+                  for index, point in enumerate(checkpoints)]
+    wall, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
+    means = np.array([[table[name].llc_mean for name in parts] for table in tables])
+    ses = np.array([[table[name].std_error for name in parts] for table in tables])
+    return means, ses, wall, cpu
+
+
+def slt_full(problem, checkpoints, key, config):
+    """The whole model's lambda_hat ± se at every checkpoint: one `slt.llc_trajectory`."""
+    import slt
+    from benchmarks.llc_speed import _cpu_seconds, slt_values
+
+    cpu, start = _cpu_seconds(), time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = slt.llc_trajectory(problem, checkpoints, key, **slt_values(config))
+    return (result.llc_means, result.std_errors, time.perf_counter() - start,
+            _cpu_seconds() - cpu, result.run_time)
+
+
+# ----------------------------------------------------------------------------- devinterp's side
+
+
+def devinterp_parts(worker, checkpoints: list[int], parts: list[str], config: dict, seed: int,
+                    nbeta: float) -> dict:
+    """One devinterp 2.0.1 `llc` call per part per checkpoint (a user's loop): means and
+    standard errors (checkpoint, part) over its draws alone (burn-in dropped, as slt), its
+    own `llc_mean` (burn-in included), wall and CPU seconds summed over the calls.
+
+    The standard error is slt's (`trace_statistics`: sd / sqrt(bulk ESS)) of the per-draw
+    n_beta (mean per-token loss - init loss); devinterp's chains share their minibatches
+    (`match_sampling_input_ids_across_chains`), so it understates the minibatch part of the
+    error."""
+    from slt.samplers.run_length import trace_statistics
+
+    reply = worker.run({**config, "nbeta": nbeta, "seed": seed, "checkpoints": checkpoints,
+                        "parts": parts})
+    shape = (len(checkpoints), len(parts))
+    stats = [trace_statistics(nbeta * (np.asarray(losses) - init))
+             for losses, init in zip(reply["draw_losses"], reply["init_loss"], strict=True)]
+    return {"means": np.array([s[0] for s in stats]).reshape(shape),
+            "ses": np.array([s[1] for s in stats]).reshape(shape),
+            "llc_mean": np.array(reply["llc_mean"]).reshape(shape),
+            "wall": float(sum(reply["wall"])), "cpu": float(sum(reply["cpu"])),
+            "call_walls": reply["wall"]}
+
+
+def devinterp_python(device: str) -> Path:
+    """The python that runs devinterp: the benchmark's devinterp 2.0.1 venv on CPU (created
+    on first use), this python on the GPU machine (devinterp from the wheels on PYTHONPATH)."""
+    if device == "gpu":
+        return Path(sys.executable)
+    from benchmarks.llc_speed import ensure_devinterp_venv
+
+    return ensure_devinterp_venv(DEVINTERP_VERSION)
+
+
+def write_npz(path: Path, tokens: np.ndarray, checkpoints: list[dict]) -> None:
+    """The .npz the runner's "transformer" kind reads: the tokens and every checkpoint's
+    weights stacked on a leading axis."""
+    flats = [flat_weights(point) for point in checkpoints]
+    np.savez(path, kind=np.array("transformer"), tokens=tokens,
+             checkpoints=np.array(len(checkpoints)), weight_names=np.array(list(flats[0])),
+             **{name: np.stack([flat[name] for flat in flats]) for name in flats[0]})
+
+
+def twin_check(worker, params: dict, tokens: np.ndarray, checkpoint: int, folder: Path,
+               device: str = "cpu") -> float:
+    """max |per-token loss of the torch twin - JAX's| on every sequence at a checkpoint."""
+    import jax
+
+    path = folder / "twin_losses.npy"
+    worker.run({"losses_path": str(path), "checkpoint": checkpoint, "seed": 0,
+                "device": "cuda" if device == "gpu" else "cpu"})
+    jax_losses = np.asarray(jax.jit(per_token_nll)(params, tokens))
+    return float(np.max(np.abs(np.load(path) - jax_losses)))
+
+
+# ----------------------------------------------------------------------------- CPU measurement
+
+
+def measure(seed: int = 0, size_name: str = "cpu", rounds: int = ROUNDS) -> dict:
+    """Train, check the twin, then lambda_hat of the model and every head at every checkpoint
+    from both libraries, the heads' trajectory timed in `rounds` interleaved rounds."""
+    import jax
+
+    from benchmarks.llc_speed import DevinterpWorker
+
+    size = SIZES[size_name]
+    load = [os.getloadavg()]
+    tokens = induction_tokens(seed, size)
+    log(f"training {size['train_steps']} steps")
+    checkpoints = train(seed, size, tokens)
+    problem = slt_problem(tokens, checkpoints[-1])
+    m = size["length"] - 1
+    nbeta = float(problem.n / np.log(problem.n))  # slt's default, per sequence
+    config = {**SAMPLING[size_name], "nbeta": nbeta}  # devinterp's n_beta: nbeta * m
+    parts = head_parts(checkpoints[-1])
+    folder = Path(tempfile.mkdtemp(prefix="slt-llc-transformer-"))
+    npz = folder / "transformer.npz"
+    write_npz(npz, tokens, checkpoints)
+    worker = DevinterpWorker(devinterp_python("cpu"), npz, folder)
+    indices = list(range(len(checkpoints)))
+    try:
+        out = {"size": size, "config": config, "nbeta": nbeta, "m": m, "dim": problem.dim,
+               "n": problem.n, "info": worker.info, "parts": list(parts),
+               "train_loss": [float(problem.loss(point)) / m for point in checkpoints],
+               "head_dim": int(sum(np.sum(leaf) for leaf in
+                                   jax.tree.leaves(parts["l0h0"])))}
+        out["twin_max_difference"] = twin_check(worker, checkpoints[-1], tokens,
+                                                indices[-1], folder)
+        log(f"twin: max |torch - JAX| per-token loss {out['twin_max_difference']:.2g}")
+        key = jax.random.key(seed)
+        log("slt: compiling (first call, not timed)")
+        first = slt_parts(problem, checkpoints[:1], key, parts, config)
+        out["slt_first_call"] = first[2]
+        full = slt_full(problem, checkpoints, jax.random.fold_in(key, 1), config)
+        out["slt_full"] = {"means": full[0].tolist(), "ses": full[1].tolist()}
+        reply = devinterp_parts(worker, indices, ["full"], config, seed, nbeta * m)
+        out["devinterp_full"] = {name: np.asarray(reply[name])[:, 0].tolist()
+                                 for name in ("means", "ses", "llc_mean")}
+        walls = {"slt": [], "devinterp": []}
+        for index in range(rounds):
+            load.append(os.getloadavg())
+            means, ses, wall, cpu = slt_parts(problem, checkpoints, key, parts, config)
+            walls["slt"].append((wall, cpu))
+            log(f"round {index + 1}/{rounds}: slt {wall:.2f} s")
+            reply = devinterp_parts(worker, indices, list(parts), config, seed + index,
+                                    nbeta * m)
+            walls["devinterp"].append((reply["wall"], reply["cpu"]))
+            log(f"round {index + 1}/{rounds}: devinterp 2.0.1 {reply['wall']:.1f} s")
+        load.append(os.getloadavg())
+        out["slt_heads"] = {"means": means.tolist(), "ses": ses.tolist()}
+        out["devinterp_heads"] = {name: np.asarray(reply[name]).tolist()
+                                  for name in ("means", "ses", "llc_mean")}
+        out["devinterp_call_walls"] = reply["call_walls"]
+        out["median"] = {name: np.median(np.array(values), axis=0).tolist()
+                         for name, values in walls.items()}
+        out["rounds"] = walls
+        out["load"] = load
+    finally:
+        worker.close()
+        npz.unlink()
+    return out
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def agreement(slt_means, slt_ses, devinterp_means, devinterp_ses) -> np.ndarray:
+    """|slt - devinterp| in combined standard errors, elementwise."""
+    return np.abs(np.asarray(slt_means) - devinterp_means) / np.hypot(slt_ses, devinterp_ses)
+
+
+def report(raw: dict) -> str:
+    """The Markdown section from `measure`'s raw numbers."""
+    size, config, parts = raw["size"], raw["config"], raw["parts"]
+    steps = config["num_warmup"] + config["num_samples"]
+    count = len(size["checkpoints"])
+    slt_wall, slt_cpu = raw["median"]["slt"]
+    di_wall, di_cpu = raw["median"]["devinterp"]
+    wall_ratio, cpu_ratio = di_wall / slt_wall, di_cpu / slt_cpu
+    loads = np.array(raw["load"])[:, 0]
+    z_heads = agreement(raw["slt_heads"]["means"], raw["slt_heads"]["ses"],
+                        raw["devinterp_heads"]["means"], raw["devinterp_heads"]["ses"])
+    z_full = agreement(raw["slt_full"]["means"], raw["slt_full"]["ses"],
+                       raw["devinterp_full"]["means"], raw["devinterp_full"]["ses"])
+    rows = []
+    for c, step in enumerate(size["checkpoints"]):
+        cells = [("model", *(np.asarray(raw[side][key])[c] for side in ("slt_full",
+                 "devinterp_full") for key in ("means", "ses")),
+                  raw["devinterp_full"]["llc_mean"][c], z_full[c])]
+        cells += [(name, *(np.asarray(raw[side][key])[c, p] for side in ("slt_heads",
+                   "devinterp_heads") for key in ("means", "ses")),
+                   raw["devinterp_heads"]["llc_mean"][c][p], z_heads[c, p])
+                  for p, name in enumerate(parts)]
+        for name, ours, our_se, theirs, their_se, as_returned, z in cells:
+            rows.append(f"| {step} | {name} | {ours:.3g} ± {our_se:.2g} | {theirs:.3g} ± "
+                        f"{their_se:.2g} | {as_returned:.3g} | {z:.2f} | "
+                        f"{'yes' if z <= 2 else '**no**'} |")
+    passed = int(np.sum(z_heads <= 2) + np.sum(z_full <= 2))
+    total = z_heads.size + z_full.size
+    info = raw["info"]
+    verdict = "**met**" if min(wall_ratio, cpu_ratio) >= 10 else "**missed**"
+    return "\n".join([
+        "## λ̂ of a transformer's heads: slt against devinterp 2.0.1",
+        "",
+        "benchmarks/llc_transformer.py (its docstring states the model, the loss and how the "
+        "settings map). A 2-layer attention-only transformer in TransformerLens's layout, no "
+        f"layer norm or MLP (H = {size['heads']} heads per layer, d_model {size['d_model']}, "
+        f"d_head {size['d_head']}, V = {size['vocab']}, T = {size['length']}; d = "
+        f"{raw['dim']:,}, {raw['head_dim']:,} weights per head), trained with Adam on an "
+        f"induction task (n = {raw['n']:,} Markov-chain sequences with a repeated segment); "
+        f"checkpoints at training steps {', '.join(map(str, size['checkpoints']))} (mean "
+        "per-token loss "
+        f"{', '.join(f'{loss:.3f}' for loss in raw['train_loss'])}). slt in JAX (float32, "
+        "`Problem.from_loss` with the per-sequence loss), devinterp 2.0.1 on the PyTorch twin "
+        f"(benchmarks/transformer_twin.py, torch {info['torch']}, {info['threads']} thread) "
+        "loaded with the same weights: its per-token losses equal JAX's to "
+        f"{raw['twin_max_difference']:.1g} (max over every token, last checkpoint). Same "
+        f"settings on both sides: ε = {config['step_size']:g}, γ = {config['gamma']:g}, "
+        f"{config['num_chains']} chains × ({config['num_warmup']} warmup + "
+        f"{config['num_samples']} draws), minibatches of {config['batch_size']} sequences, "
+        f"nβ = n / log n = {raw['nbeta']:.1f} per sequence in slt = devinterp's n_beta "
+        f"{raw['nbeta'] * raw['m']:.0f} on its mean per-token loss (m = {raw['m']} targets per "
+        "sequence), SGLD without MALA (`SGLD(mala_every=0)`). Heads: slt `llc_table` with one "
+        "`restrict_to` mask per head, a checkpoint's heads in one program; devinterp "
+        "`llc(model, dataset, observables={}, param_masks=create_param_masks(model, \"l0h1\"), "
+        "...)` with its default per-token cross-entropy, one call per head per checkpoint. "
+        "devinterp's λ̂ here is over its draws (its `llc_mean`, which also averages the burn-in "
+        "steps, in its own column); the standard errors of both are sd / √ESS of the per-draw "
+        "values (devinterp's chains share their minibatches, so its error is understated).",
+        "",
+        f"Agreement: {passed} of {total} within two combined standard errors.",
+        "",
+        "| step | part | slt λ̂ ± se | devinterp 2.0.1 λ̂ ± se (draws) | devinterp `llc_mean` | "
+        "|diff| / combined se | within 2 se |",
+        "|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+        f"The {len(parts)}-head trajectory ({len(parts)} heads × {count} checkpoints × "
+        f"{config['num_chains']} chains × {steps} steps), medians of {len(raw['rounds']['slt'])} "
+        "interleaved rounds:",
+        "",
+        "| computation | wall s | CPU s | devinterp / slt, wall (CPU) |",
+        "|---|---|---|---|",
+        f"| devinterp 2.0.1, {len(parts) * count} `llc` calls | {di_wall:.1f} | {di_cpu:.1f} | 1 |",
+        f"| slt, {count} `llc_table` calls ({len(parts)} heads each) | {slt_wall:.2f} | "
+        f"{slt_cpu:.2f} | **{wall_ratio:.1f}× ({cpu_ratio:.1f}×)** |",
+        "",
+        f"Target ≥ 10× by wall and CPU time: {verdict}. slt's first call (compilation) took "
+        f"{raw['slt_first_call']:.1f} s, not counted. Load average (1 min) during the run: "
+        f"{loads.min():.1f}–{loads.max():.1f} on this 2-core machine (shared).",
+        "",
+        "GPU (one H100/H200): *to be added from `--device gpu --sizes hoogland`*.",
+        "",
+    ])
+
+
+def run(key=None) -> str:
+    """The Markdown section, measured in a child process (float32)."""
+    seed = 0
+    if key is not None:
+        import jax
+
+        seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
+    return subprocess.run([sys.executable, "-m", "benchmarks.llc_transformer", "--seed",
+                           str(seed)], cwd=ROOT, check=True, stdout=subprocess.PIPE,
+                          text=True).stdout
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    parser.add_argument("--sizes", default="hoogland",
+                        help="GPU: comma-separated sizes (hoogland)")
+    parser.add_argument("--dry-run", action="store_true", help="tiny sizes, one round")
+    parser.add_argument("--report", metavar="RAW_JSON", help="render a raw.json's section")
+    arguments = parser.parse_args()
+    if arguments.report:
+        print(report(json.loads(Path(arguments.report).read_text())))
+        return
+    if arguments.device == "gpu":
+        from benchmarks.llc_transformer_gpu import measure_gpu
+
+        measure_gpu(arguments.sizes.split(","), arguments.seed, dry=arguments.dry_run)
+        return
+    import jax
+
+    jax.config.update("jax_enable_x64", False)
+    raw = measure(arguments.seed, "dry" if arguments.dry_run else "cpu",
+                  1 if arguments.dry_run else ROUNDS)
+    path = Path(tempfile.gettempdir()) / "llc_transformer_raw.json"
+    path.write_text(json.dumps(raw, indent=1))
+    log(f"raw numbers in {path}")
+    print(report(raw))
+
+
+if __name__ == "__main__":
+    main()
