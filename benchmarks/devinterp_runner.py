@@ -37,15 +37,17 @@ The runner serves the installed devinterp version through its own public API:
     from its data set, so with exactly that many examples it sees each once per draw.
 
 The "transformer" kind (benchmarks/llc_transformer.py): `tokens` (n, T) integer sequences,
-`weight_names` and, under each name, a weight of benchmarks/transformer_twin.py's
-attention-only transformer stacked over `checkpoints` training checkpoints. Its jobs: one with
+`weight_names` and, under each name, a weight stacked over `checkpoints` training checkpoints:
+of benchmarks/transformer_twin.py's attention-only transformer, or (`architecture` =
+"gpt_neox", with `heads`) of HuggingFace's GPT-NeoX (`gpt_neox_model`). Its jobs: one with
 "losses_path" saves the twin's per-token losses (n, T - 1) at "checkpoint" as .npy (the check
-against JAX); one with "forward_backward_steps" times the twin's own forward and backward on a
-minibatch (plain torch); otherwise one `llc` call per checkpoint in "checkpoints" per part in
-"parts" ("full": every weight; "l0h1" and the like: devinterp's `create_param_masks(model,
-part)`), on the sequences as a `Dataset` with devinterp's default per-token cross-entropy
-(no loss_fn), answered with lists in that order, each call's draws' losses included. "device"
-("cpu" or "cuda") places the model.
+against JAX); one with "masks_path" saves devinterp's masks of each of "parts" (.npz, keys
+"part:name" in the file's names); one with "forward_backward_steps" times the twin's own
+forward and backward on a minibatch (plain torch); otherwise one `llc` call per checkpoint
+in "checkpoints" per part in "parts" ("full": every weight; "l0h1" and the like:
+devinterp's `create_param_masks(model, part)`), on the sequences as a `Dataset` with
+devinterp's default per-token cross-entropy (no loss_fn), answered with lists in that order,
+each call's draws' losses included. "device" ("cpu" or "cuda") places the model.
 
 Protocol: after loading torch, devinterp and the data it prints one JSON line (versions,
 threads, RSS); then it reads one JSON job per line on stdin and answers each with one JSON
@@ -279,14 +281,23 @@ def _serve_transformer(arrays) -> None:
     import torch
     from datasets import Dataset
     from devinterp.slt.weight_restrictions import create_param_masks
-    from transformer_twin import AttentionOnlyTransformer, per_token_loss
+    from transformer_twin import (
+        AttentionOnlyTransformer,
+        flat_name,
+        gpt_neox_model,
+        per_token_loss,
+    )
 
     names = [str(name) for name in arrays["weight_names"]]
     tokens = np.asarray(arrays["tokens"], np.int64)
     dataset = Dataset.from_dict({"input_ids": tokens}).with_format("torch")
+    neox = str(arrays["architecture"]) == "gpt_neox"
 
     def build_model(checkpoint: int) -> torch.nn.Module:
-        return AttentionOnlyTransformer({name: arrays[name][checkpoint] for name in names})
+        weights = {name: arrays[name][checkpoint] for name in names}
+        if neox:
+            return gpt_neox_model(weights, int(arrays["heads"]))
+        return AttentionOnlyTransformer(weights)
 
     def masks(model, part: str):  # devinterp's own: None (every weight) or "l0h1" and the like
         return None if part == "full" else create_param_masks(model, part)
@@ -299,6 +310,12 @@ def _serve_transformer(arrays) -> None:
                 losses = per_token_loss(model, torch.from_numpy(tokens).to(device))
             np.save(job["losses_path"], losses.cpu().numpy())
             return {"saved": job["losses_path"]}
+        if "masks_path" in job:  # devinterp's masks of each part, under the .npz's names
+            model = build_model(0)
+            np.savez(job["masks_path"], **{
+                f"{part}:{flat_name(name)}": mask.numpy()
+                for part in job["parts"] for name, mask in masks(model, part).items()})
+            return {"saved": job["masks_path"]}
         if "forward_backward_steps" in job:
             return _time_forward_backward(build_model(job["checkpoint"]).to(device), tokens,
                                           job)

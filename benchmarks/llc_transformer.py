@@ -54,6 +54,10 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))  # run as a script (the GPU command) or as a module
 
+from benchmarks import pythia_shaped  # noqa: E402
+
+GPT_NEOX = "gpt_neox.embed_in.weight"  # the key that marks a GPT-NeoX parameter dict
+
 # the spec's model, and the sizes of each run
 SIZES = {
     "cpu": {"vocab": 16, "length": 32, "layers": 2, "heads": 4, "d_model": 32, "d_head": 8,
@@ -64,6 +68,14 @@ SIZES = {
     # T = 256: 3.2M parameters (2.6M of them in the embeddings)
     "hoogland": {"vocab": 5000, "length": 256, "layers": 2, "heads": 8, "d_model": 256,
                  "d_head": 32, "sequences": 2048, "train_steps": 300, "checkpoints": (300,)},
+    # Pythia-70M's shape (GPT-NeoX layout, rotary positions: benchmarks/pythia_shaped.py),
+    # 70.4M parameters, on sequences of 128 tokens
+    "pythia": {"architecture": "gpt_neox", "vocab": 50_304, "length": 128, "layers": 6,
+               "heads": 8, "d_model": 512, "d_head": 64, "d_mlp": 2048, "sequences": 256,
+               "train_steps": 200, "checkpoints": (200,)},
+    "pythia-dry": {"architecture": "gpt_neox", "vocab": 2000, "length": 16, "layers": 2,
+                   "heads": 2, "d_model": 16, "d_head": 8, "d_mlp": 64, "sequences": 64,
+                   "train_steps": 20, "checkpoints": (20,)},
 }
 # the SGLD settings of both sides: epsilon, gamma, chains, steps, batch (sequences); n beta is
 # slt's (per sequence), devinterp's n_beta = m x this. The draws are a whole number of passes
@@ -77,6 +89,10 @@ SAMPLING = {
             "gamma": 100.0, "batch_size": 16},
     "hoogland": {"num_chains": 4, "num_warmup": 50, "num_samples": 200, "step_size": 1e-5,
                  "gamma": 100.0, "batch_size": 8},
+    "pythia": {"num_chains": 4, "num_warmup": 50, "num_samples": 100, "step_size": 1e-6,
+               "gamma": 100.0, "batch_size": 8},
+    "pythia-dry": {"num_chains": 2, "num_warmup": 4, "num_samples": 16, "step_size": 1e-6,
+                   "gamma": 100.0, "batch_size": 16},
 }
 ROUNDS = 2
 DEVINTERP_VERSION = "2.0.1"
@@ -112,10 +128,13 @@ def init_params(key, size: dict) -> dict:
 
 
 def forward(params: dict, tokens):
-    """Logits (batch, T, V) of integer tokens (batch, T); position t predicts token t + 1."""
+    """Logits (batch, T, V) of integer tokens (batch, T); position t predicts token t + 1.
+    (A GPT-NeoX parameter dict: `pythia_shaped.forward`.)"""
     import jax
     import jax.numpy as jnp
 
+    if GPT_NEOX in params:
+        return pythia_shaped.forward(params, tokens)
     length = tokens.shape[1]
     x = params["embed"][tokens] + params["pos_embed"][:length]
     causal = jnp.tril(jnp.ones((length, length), bool))
@@ -145,18 +164,23 @@ def per_sequence_nll(params: dict, batch: dict):
 
 def induction_tokens(seed: int, size: dict) -> np.ndarray:
     """`sequences` token sequences of length T over V tokens (int32): a Markov chain (each
-    row of the transition matrix a Dirichlet(0.3) draw, so a few next tokens dominate), then a
-    segment of length T // 4 from the first half copied over a place in the second half, so
-    that an induction head can predict the copy from its first token on."""
+    token's next-token probabilities a Dirichlet(0.3) draw over every token, for V <= 1024,
+    else over 64 random successors; so a few next tokens dominate), then a segment of length
+    T // 4 from the first half copied over a place in the second half, so that an induction
+    head can predict the copy from its first token on."""
     rng = np.random.default_rng(seed)
     V, T, n = size["vocab"], size["length"], size["sequences"]
-    transitions = rng.dirichlet(np.full(V, 0.3), size=V)
+    width = V if V <= 1024 else 64
+    transitions = rng.dirichlet(np.full(width, 0.3), size=V)
+    successors = (np.broadcast_to(np.arange(V), (V, V)) if width == V
+                  else rng.integers(V, size=(V, width)))
     cumulative = np.cumsum(transitions, axis=1)
     tokens = np.empty((n, T), np.int64)
     tokens[:, 0] = rng.integers(V, size=n)
     for t in range(1, T):
-        tokens[:, t] = np.minimum((cumulative[tokens[:, t - 1]]
-                                   < rng.random((n, 1))).sum(axis=1), V - 1)
+        previous = tokens[:, t - 1]
+        choice = np.minimum((cumulative[previous] < rng.random((n, 1))).sum(axis=1), width - 1)
+        tokens[:, t] = successors[previous, choice]
     segment = T // 4
     for row in tokens:
         source = rng.integers(0, T // 2 - segment + 1)
@@ -166,14 +190,16 @@ def induction_tokens(seed: int, size: dict) -> np.ndarray:
 
 
 def train(seed: int, size: dict, tokens: np.ndarray) -> list[dict]:
-    """Adam (learning rate 3e-3, minibatches of 64 sequences) on the mean per-token loss from
-    `init_params`; the parameters at each of size["checkpoints"] (training steps)."""
+    """Adam (learning rate 3e-3; 1e-3 for GPT-NeoX) on the mean per-token loss over
+    minibatches of 64 sequences, from `init_params` (GPT-NeoX: `pythia_shaped.init_params`);
+    the parameters at each of size["checkpoints"] (training steps)."""
     import jax
     import jax.numpy as jnp
     import optax
 
-    optimizer = optax.adam(3e-3)
-    params = init_params(jax.random.key(seed), size)
+    optimizer = optax.adam(3e-3 if size.get("architecture") != "gpt_neox" else 1e-3)
+    initial = pythia_shaped.init_params if size.get("architecture") == "gpt_neox" else init_params
+    params = initial(jax.random.key(seed), size)
     state = optimizer.init(params)
 
     @jax.jit
@@ -194,7 +220,10 @@ def train(seed: int, size: dict, tokens: np.ndarray) -> list[dict]:
 
 
 def flat_weights(params: dict) -> dict[str, np.ndarray]:
-    """{"embed": ..., "blocks.0.W_Q": ..., ...}: the names of the .npz the twin reads."""
+    """{"embed": ..., "blocks.0.W_Q": ..., ...}: the names of the .npz the twin reads (a
+    GPT-NeoX dict: HuggingFace's state dict, `pythia_shaped.flat_weights`)."""
+    if GPT_NEOX in params:
+        return pythia_shaped.flat_weights(params)
     flat = {name: np.asarray(params[name], np.float32)
             for name in ("embed", "pos_embed", "unembed", "b_U")}
     for layer, block in enumerate(params["blocks"]):
@@ -205,9 +234,12 @@ def flat_weights(params: dict) -> dict[str, np.ndarray]:
 
 def head_parts(params: dict) -> dict[str, dict]:
     """{"l0h0": mask, ...}: each head's weights as `LocalPosterior.restrict_to` masks
-    (devinterp's restriction strings as the names); "full": None, every weight."""
+    (devinterp's restriction strings as the names); a GPT-NeoX dict's:
+    `pythia_shaped.head_parts`."""
     import jax
 
+    if GPT_NEOX in params:
+        return pythia_shaped.head_parts(params)
     heads = params["blocks"][0]["W_Q"].shape[0]
     parts = {}
     for layer in range(len(params["blocks"])):
@@ -297,9 +329,11 @@ def devinterp_parts(worker, checkpoints: list[int], parts: list[str], config: di
 
 def devinterp_python(device: str) -> Path:
     """The python that runs devinterp: the benchmark's devinterp 2.0.1 venv on CPU (created
-    on first use), this python on the GPU machine (devinterp from the wheels on PYTHONPATH)."""
+    on first use), this python on the GPU machine (devinterp from the wheels on PYTHONPATH;
+    SLT_BENCH_DEVINTERP_PYTHON names another, for a smoke test of `--device gpu --dry-run`
+    on a machine without a GPU)."""
     if device == "gpu":
-        return Path(sys.executable)
+        return Path(os.environ.get("SLT_BENCH_DEVINTERP_PYTHON", sys.executable))
     from benchmarks.llc_speed import ensure_devinterp_venv
 
     return ensure_devinterp_venv(DEVINTERP_VERSION)
@@ -309,7 +343,11 @@ def write_npz(path: Path, tokens: np.ndarray, checkpoints: list[dict]) -> None:
     """The .npz the runner's "transformer" kind reads: the tokens and every checkpoint's
     weights stacked on a leading axis."""
     flats = [flat_weights(point) for point in checkpoints]
-    np.savez(path, kind=np.array("transformer"), tokens=tokens,
+    neox = GPT_NEOX in checkpoints[0]
+    heads = (checkpoints[0]["gpt_neox.layers.0.attention.query_key_value.weight"] if neox
+             else checkpoints[0]["blocks"][0]["W_Q"]).shape[0]
+    np.savez(path, kind=np.array("transformer"), heads=np.array(heads),
+             architecture=np.array("gpt_neox" if neox else "attention_only"), tokens=tokens,
              checkpoints=np.array(len(checkpoints)), weight_names=np.array(list(flats[0])),
              **{name: np.stack([flat[name] for flat in flats]) for name in flats[0]})
 
@@ -324,6 +362,23 @@ def twin_check(worker, params: dict, tokens: np.ndarray, checkpoint: int, folder
                 "device": "cuda" if device == "gpu" else "cpu"})
     jax_losses = np.asarray(jax.jit(per_token_nll)(params, tokens))
     return float(np.max(np.abs(np.load(path) - jax_losses)))
+
+
+def masks_check(worker, parts: dict, folder: Path) -> list[str]:
+    """The parts whose devinterp masks (`create_param_masks(model, part)` on the twin) select
+    other weights than slt's masks `parts`; empty when every part selects the same."""
+    path = folder / "masks.npz"
+    worker.run({"masks_path": str(path), "parts": list(parts), "seed": 0})
+    theirs = dict(np.load(path))
+    differ = []
+    for part, mask in parts.items():
+        ours = {name: value > 0.5 for name, value in flat_weights(mask).items() if value.any()}
+        named = {key.split(":", 1)[1]: value for key, value in theirs.items()
+                 if key.startswith(f"{part}:")}
+        if set(ours) != set(named) or any(not np.array_equal(ours[name], named[name])
+                                          for name in ours):
+            differ.append(part)
+    return differ
 
 
 # ----------------------------------------------------------------------------- CPU measurement
@@ -360,6 +415,7 @@ def measure(seed: int = 0, size_name: str = "cpu", rounds: int = ROUNDS) -> dict
         out["twin_max_difference"] = twin_check(worker, checkpoints[-1], tokens,
                                                 indices[-1], folder)
         log(f"twin: max |torch - JAX| per-token loss {out['twin_max_difference']:.2g}")
+        out["masks_differ"] = masks_check(worker, parts, folder)
         key = jax.random.key(seed)
         log("slt: compiling (first call, not timed)")
         first = slt_parts(problem, checkpoints[:1], key, parts, config)
@@ -447,7 +503,10 @@ def report(raw: dict) -> str:
         "`Problem.from_loss` with the per-sequence loss), devinterp 2.0.1 on the PyTorch twin "
         f"(benchmarks/transformer_twin.py, torch {info['torch']}, {info['threads']} thread) "
         "loaded with the same weights: its per-token losses equal JAX's to "
-        f"{raw['twin_max_difference']:.1g} (max over every token, last checkpoint). Same "
+        f"{raw['twin_max_difference']:.1g} (max over every token, last checkpoint), and "
+        "devinterp's `create_param_masks` selects the same weights as slt's masks for "
+        + ("every head" if not raw.get("masks_differ") else
+           f"every head but {', '.join(raw['masks_differ'])}") + ". Same "
         f"settings on both sides: ε = {config['step_size']:g}, γ = {config['gamma']:g}, "
         f"{config['num_chains']} chains × ({config['num_warmup']} warmup + "
         f"{config['num_samples']} draws), minibatches of {config['batch_size']} sequences, "
@@ -512,6 +571,8 @@ def main() -> None:
         print(report(json.loads(Path(arguments.report).read_text())))
         return
     if arguments.device == "gpu":
+        # the devinterp runner's torch shares the GPU: JAX takes memory as it needs it
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
         from benchmarks.llc_transformer_gpu import measure_gpu
 
         measure_gpu(arguments.sizes.split(","), arguments.seed, dry=arguments.dry_run)

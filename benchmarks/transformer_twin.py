@@ -46,6 +46,17 @@ def torch_name(flat_name: str) -> str:
     return f"blocks.{layer}.{BLOCK_NAMES[leaf]}"
 
 
+def flat_name(name: str) -> str:
+    """The .npz name of a torch parameter name (`torch_name`'s inverse; GPT-NeoX names are
+    the same on both sides but the unembedding, transformers 5's "lm_head.weight")."""
+    inverse = {value: key for key, value in TOP_NAMES.items()}
+    if name in inverse:
+        return inverse[name]
+    if name.startswith("blocks.") and ".attn." in name:
+        return name.replace(".attn.", ".")
+    return {"lm_head.weight": "embed_out.weight"}.get(name, name)
+
+
 class _Weights(nn.Module):
     """A container of named parameters (TransformerLens's `embed`, `attn`, ... submodules)."""
 
@@ -111,3 +122,33 @@ def per_token_loss(model: nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
     from devinterp.slt.lm_loss import compute_per_token_loss
 
     return compute_per_token_loss(model, input_ids)
+
+
+def gpt_neox_model(weights: dict[str, np.ndarray], heads: int) -> nn.Module:
+    """HuggingFace's `GPTNeoXForCausalLM` at given weights (its state dict as NumPy arrays):
+    the twin of benchmarks/pythia_shaped.py (rotary on a quarter of each head, base 10000,
+    parallel residual, exact GELU, untied unembedding), built from a config, no download."""
+    import transformers
+
+    shapes = {name: np.shape(value) for name, value in weights.items()}
+    vocab, d_model = shapes["gpt_neox.embed_in.weight"]
+    settings = dict(vocab_size=vocab, hidden_size=d_model, num_attention_heads=heads,
+                    num_hidden_layers=sum(name.endswith("attention.dense.bias") for name in shapes),
+                    intermediate_size=shapes["gpt_neox.layers.0.mlp.dense_h_to_4h.weight"][0],
+                    hidden_act="gelu", layer_norm_eps=1e-5, use_parallel_residual=True,
+                    tie_word_embeddings=False, attention_dropout=0.0, hidden_dropout=0.0,
+                    max_position_embeddings=2048)
+    try:  # transformers 5: rope_parameters
+        config = transformers.GPTNeoXConfig(**settings, rope_parameters={
+            "rope_type": "default", "rope_theta": 10_000.0, "partial_rotary_factor": 0.25})
+    except TypeError:  # transformers 4
+        config = transformers.GPTNeoXConfig(**settings, rotary_pct=0.25, rotary_emb_base=10_000)
+    model = transformers.GPTNeoXForCausalLM(config)
+    state = {name: torch.from_numpy(np.array(value, np.float32)) for name, value in weights.items()}
+    if "lm_head.weight" in dict(model.named_parameters()):  # transformers 5's name
+        state["lm_head.weight"] = state.pop("embed_out.weight")
+    model.load_state_dict(state, strict=False)
+    missing = {name for name, _ in model.named_parameters()} - set(state)
+    if missing:
+        raise ValueError(f"weights missing for {sorted(missing)}")
+    return model

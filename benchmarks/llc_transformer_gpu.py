@@ -1,0 +1,169 @@
+"""The GPU part of benchmarks/llc_transformer.py: draws per second of slt and devinterp 2.0.1
+on one GPU, and where a step's time goes.
+
+Run by `benchmarks/llc_transformer.py --device gpu --sizes hoogland` (the exact command is at
+the top of that file). For each size: the model is built and trained briefly on synthetic
+induction tokens (no downloads), then on the same device, at the same settings:
+
+  * the model's own forward + backward on one minibatch, per step: JAX (`jax.value_and_grad`
+    of the mean per-token loss, jitted) and torch (the twin, plain `backward`);
+  * lambda_hat of the whole model and of head l0h0: slt `llc` (vmapped chains, warm: its
+    compile time reported apart) and devinterp 2.0.1 `llc` (chains in turn); draws per second
+    = chains x draws / wall seconds, and the seconds per SGLD step: slt's sampling loop
+    (`run_time`) over its steps (all chains together), devinterp's wall time of a long call
+    minus a short one over the chain-steps between them (its per-call costs cancel).
+
+Each finished measurement is written at once to $OUT/llc_transformer_gpu.json (or the
+system's temporary folder without $OUT), so a run stopped by its time limit keeps what it had.
+JAX does not preallocate the GPU's memory here (XLA_PYTHON_CLIENT_PREALLOCATE=false, set before
+JAX loads), since the devinterp runner's torch shares the GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks import llc_transformer as bench
+
+SHORT_DRAWS = 10  # devinterp's short call (per-call costs), against the full call's draws
+FORWARD_BACKWARD_STEPS = 50
+
+
+def _output_path() -> Path:
+    return Path(os.environ.get("OUT") or tempfile.gettempdir()) / bench.GPU_RESULTS
+
+
+def _save(results: dict) -> None:
+    path = _output_path()
+    path.write_text(json.dumps(results, indent=1))
+    bench.log(f"saved {path}")
+
+
+def _jax_forward_backward(params, tokens, batch_size: int, seed: int) -> float:
+    """Seconds per step of JAX's jitted value-and-grad of the mean per-token loss on a
+    minibatch (the same 8 minibatches in turn as the torch twin's timing), after warm-up."""
+    import jax
+
+    from slt.precision import at_full_precision
+
+    step = jax.jit(at_full_precision(jax.value_and_grad(
+        lambda p, batch: bench.per_token_nll(p, batch).mean())))
+    rows = np.random.default_rng(seed).integers(len(tokens), size=(8, batch_size))
+    batches = [jax.device_put(tokens[row]) for row in rows]
+    for index in range(3):
+        jax.block_until_ready(step(params, batches[index]))
+    start = time.perf_counter()
+    for index in range(FORWARD_BACKWARD_STEPS):
+        jax.block_until_ready(step(params, batches[index % len(batches)]))
+    return (time.perf_counter() - start) / FORWARD_BACKWARD_STEPS
+
+
+def _slt_llc(problem, params, key, config, part=None):
+    """One warm slt `llc` call (a first one compiles): wall seconds and the result."""
+    import slt
+    from benchmarks.llc_speed import slt_values
+
+    values = slt_values(config, restrict_to=part)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        first = slt.llc(problem, params, key, **values)
+        start = time.perf_counter()
+        result = slt.llc(problem, params, key, **values)
+    return time.perf_counter() - start, first.compile_time, result
+
+
+def measure_size(name: str, seed: int, dry: bool, results: dict) -> None:
+    """Every measurement of one size, saved into results[name] as it finishes."""
+    import jax
+
+    from benchmarks.llc_speed import DevinterpWorker
+
+    sized = {"pythia": "pythia-dry"}.get(name, "dry") if dry else name  # --dry-run: tiny
+    size, config = bench.SIZES[sized], dict(bench.SAMPLING[sized])
+    entry = results.setdefault(name, {"size": size, "config": config})
+    device = "cuda" if jax.devices()[0].platform == "gpu" else "cpu"
+    start = time.perf_counter()
+    tokens = bench.induction_tokens(seed, size)
+    checkpoints = bench.train(seed, size, tokens)
+    params = checkpoints[-1]
+    problem = bench.slt_problem(tokens, params)
+    m = size["length"] - 1
+    config["nbeta"] = float(problem.n / np.log(problem.n))
+    entry.update(dim=problem.dim, n=problem.n, m=m, train_seconds=time.perf_counter() - start,
+                 train_loss=float(problem.loss(params)) / m)
+    bench.log(f"{name}: d = {problem.dim:,}, trained in {entry['train_seconds']:.1f} s")
+    _save(results)
+    folder = Path(tempfile.mkdtemp(prefix="slt-llc-transformer-gpu-"))
+    npz = folder / f"{name}.npz"
+    bench.write_npz(npz, tokens, [params])
+    worker = DevinterpWorker(bench.devinterp_python("gpu"), npz, folder)
+    try:
+        entry["devinterp_info"] = worker.info
+        with jax.default_matmul_precision("highest"):
+            entry["twin_max_difference"] = bench.twin_check(
+                worker, params, tokens, 0, folder, "gpu" if device == "cuda" else "cpu")
+        entry["masks_differ"] = bench.masks_check(worker, bench.head_parts(params), folder)
+        batch = config["batch_size"]
+        entry["forward_backward"] = {
+            "jax": _jax_forward_backward(params, tokens, batch, seed),
+            "torch": worker.run({"forward_backward_steps": FORWARD_BACKWARD_STEPS,
+                                 "checkpoint": 0, "batch_size": batch, "seed": seed,
+                                 "device": device})["seconds_per_step"]}
+        bench.log(f"{name}: forward + backward per step {entry['forward_backward']}")
+        _save(results)
+        steps = config["num_warmup"] + config["num_samples"]
+        chains = config["num_chains"]
+        for part_name in ("full", "l0h0"):
+            part = None if part_name == "full" else bench.head_parts(params)[part_name]
+            wall, compile_time, result = _slt_llc(problem, params, jax.random.key(seed), config,
+                                                  part)
+            slt_entry = {"wall": wall, "compile": compile_time, "run_time": result.run_time,
+                         "llc": result.llc_mean, "se": result.std_error,
+                         "draws_per_second": chains * config["num_samples"] / wall,
+                         "seconds_per_step": result.run_time / steps}
+            bench.log(f"{name} {part_name}: slt {slt_entry}")
+            entry[f"slt_{part_name}"] = slt_entry
+            _save(results)
+            job = {"checkpoints": [0], "parts": [part_name], "device": device, "seed": seed}
+            long = bench.devinterp_parts(worker, [0], [part_name], {**config, **job},
+                                         seed, config["nbeta"] * m)
+            short = worker.run({**config, **job, "nbeta": config["nbeta"] * m,
+                                "num_samples": SHORT_DRAWS})
+            chain_steps = chains * (config["num_samples"] - SHORT_DRAWS)
+            devinterp_entry = {
+                "wall": long["wall"], "cpu": long["cpu"], "llc": float(long["means"][0, 0]),
+                "se": float(long["ses"][0, 0]), "llc_mean": float(long["llc_mean"][0, 0]),
+                "draws_per_second": chains * config["num_samples"] / long["wall"],
+                "seconds_per_chain_step": (long["wall"] - sum(short["wall"])) / chain_steps,
+                "short_call_wall": sum(short["wall"])}
+            bench.log(f"{name} {part_name}: devinterp {devinterp_entry}")
+            entry[f"devinterp_{part_name}"] = devinterp_entry
+            _save(results)
+    finally:
+        worker.close()
+        npz.unlink()
+
+
+def measure_gpu(sizes: list[str], seed: int, dry: bool = False) -> dict:
+    """Every size in turn; the results (also in $OUT/llc_transformer_gpu.json)."""
+    import jax
+
+    device = jax.devices()[0]
+    results = {"device": f"{device.platform} ({device.device_kind})", "jax": jax.__version__,
+               "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    for name in sizes:
+        if name not in bench.SIZES:
+            raise SystemExit(f"unknown size {name!r}; sizes: {', '.join(bench.SIZES)}")
+        start = time.perf_counter()
+        measure_size(name, seed, dry, results)
+        results[name]["seconds"] = time.perf_counter() - start
+        _save(results)
+    print(json.dumps(results, indent=1))
+    return results
