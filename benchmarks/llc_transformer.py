@@ -5,10 +5,12 @@ in .whl/):
 
     cd <repo root>
     pip install --no-deps --no-index .whl/*.whl --target /tmp/site
-    PYTHONPATH=/tmp/site:. python3 benchmarks/llc_transformer.py --device gpu --sizes hoogland
+    PYTHONPATH=/tmp/site:. python3 benchmarks/llc_transformer.py --device gpu --sizes hoogland,pythia
 
-It writes $OUT/llc_transformer_gpu.json as it goes (each finished measurement is saved at
-once) and prints progress to stderr. CPU (this machine): `python -m benchmarks.llc_transformer`
+(The GPU machine seen: Python 3.12.3, torch 2.11.0+cu130, JAX 0.11.2, transformers 5.17.0,
+pyarrow 25.0.1, huggingface_hub 1.33.0, fsspec 2026.7.0: the wheels' requirements hold.) It
+writes $OUT/llc_transformer_gpu.json as it goes (each finished measurement is saved at once),
+prints progress to stderr and the results to stdout; `--gpu-report FILE` renders the tables. CPU (this machine): `python -m benchmarks.llc_transformer`
 (the section of benchmarks/RESULTS.md); `--dry-run`: tiny sizes, a smoke test in a minute.
 
 The model: a 2-layer attention-only transformer in TransformerLens's layout, no layer norm, no
@@ -83,7 +85,7 @@ SIZES = {
 # (`itertools.cycle`), so its draws' mean L_b(w*) is then L_n(w*) exactly, not a partial
 # cycle's (which biases its lambda_hat by n beta times that difference).
 SAMPLING = {
-    "cpu": {"num_chains": 4, "num_warmup": 100, "num_samples": 256, "step_size": 3e-5,
+    "cpu": {"num_chains": 4, "num_warmup": 64, "num_samples": 128, "step_size": 3e-5,
             "gamma": 100.0, "batch_size": 32},
     "dry": {"num_chains": 2, "num_warmup": 8, "num_samples": 16, "step_size": 1e-4,
             "gamma": 100.0, "batch_size": 16},
@@ -422,6 +424,7 @@ def measure(seed: int = 0, size_name: str = "cpu", rounds: int = ROUNDS) -> dict
         out["slt_first_call"] = first[2]
         full = slt_full(problem, checkpoints, jax.random.fold_in(key, 1), config)
         out["slt_full"] = {"means": full[0].tolist(), "ses": full[1].tolist()}
+        log(f"the whole model at {len(indices)} checkpoints: devinterp 2.0.1")
         reply = devinterp_parts(worker, indices, ["full"], config, seed, nbeta * m)
         out["devinterp_full"] = {name: np.asarray(reply[name])[:, 0].tolist()
                                  for name in ("means", "ses", "llc_mean")}
@@ -503,10 +506,11 @@ def report(raw: dict) -> str:
         "`Problem.from_loss` with the per-sequence loss), devinterp 2.0.1 on the PyTorch twin "
         f"(benchmarks/transformer_twin.py, torch {info['torch']}, {info['threads']} thread) "
         "loaded with the same weights: its per-token losses equal JAX's to "
-        f"{raw['twin_max_difference']:.1g} (max over every token, last checkpoint), and "
-        "devinterp's `create_param_masks` selects the same weights as slt's masks for "
-        + ("every head" if not raw.get("masks_differ") else
-           f"every head but {', '.join(raw['masks_differ'])}") + ". Same "
+        f"{raw['twin_max_difference']:.1g} (max over every token, last checkpoint)"
+        + ("" if "masks_differ" not in raw else
+           ", and devinterp's `create_param_masks` selects the same weights as slt's masks "
+           "for " + ("every head" if not raw["masks_differ"] else
+                     f"every head but {', '.join(raw['masks_differ'])}")) + ". Same "
         f"settings on both sides: ε = {config['step_size']:g}, γ = {config['gamma']:g}, "
         f"{config['num_chains']} chains × ({config['num_warmup']} warmup + "
         f"{config['num_samples']} draws), minibatches of {config['batch_size']} sequences, "
@@ -562,13 +566,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
-    parser.add_argument("--sizes", default="hoogland",
-                        help="GPU: comma-separated sizes (hoogland)")
+    parser.add_argument("--sizes", default="hoogland,pythia",
+                        help="GPU: comma-separated sizes (hoogland, pythia)")
     parser.add_argument("--dry-run", action="store_true", help="tiny sizes, one round")
     parser.add_argument("--report", metavar="RAW_JSON", help="render a raw.json's section")
+    parser.add_argument("--gpu-report", metavar="GPU_JSON",
+                        help="render the tables of a llc_transformer_gpu.json")
     arguments = parser.parse_args()
     if arguments.report:
         print(report(json.loads(Path(arguments.report).read_text())))
+        return
+    if arguments.gpu_report:
+        from benchmarks.llc_transformer_gpu import gpu_report
+
+        print(gpu_report(json.loads(Path(arguments.gpu_report).read_text())))
         return
     if arguments.device == "gpu":
         # the devinterp runner's torch shares the GPU: JAX takes memory as it needs it

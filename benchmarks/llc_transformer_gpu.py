@@ -1,9 +1,14 @@
 """The GPU part of benchmarks/llc_transformer.py: draws per second of slt and devinterp 2.0.1
 on one GPU, and where a step's time goes.
 
-Run by `benchmarks/llc_transformer.py --device gpu --sizes hoogland` (the exact command is at
-the top of that file). For each size: the model is built and trained briefly on synthetic
-induction tokens (no downloads), then on the same device, at the same settings:
+Run by `benchmarks/llc_transformer.py --device gpu --sizes hoogland,pythia` (the exact command
+is at the top of that file). The sizes (`SIZES` there): "hoogland", the spec's attention-only
+transformer at Hoogland et al.'s size (2 layers, d_model 256, 8 heads, V = 5000, T = 256:
+3.2M parameters), and "pythia", a Pythia-70M-shaped GPT-NeoX (benchmarks/pythia_shaped.py:
+6 layers, d_model 512, 8 heads, MLP 2048, rotary positions, V = 50 304, T = 128: 70.4M
+parameters; torch side HuggingFace's `GPTNeoXForCausalLM` built from a config). For each
+size: the model is built and trained briefly (Adam, a few hundred steps) on synthetic induction
+tokens (no downloads), then on the same device, at the same settings:
 
   * the model's own forward + backward on one minibatch, per step: JAX (`jax.value_and_grad`
     of the mean per-token loss, jitted) and torch (the twin, plain `backward`);
@@ -167,3 +172,44 @@ def measure_gpu(sizes: list[str], seed: int, dry: bool = False) -> dict:
         _save(results)
     print(json.dumps(results, indent=1))
     return results
+
+
+def gpu_report(results: dict) -> str:
+    """Markdown tables from a llc_transformer_gpu.json (the sizes it finished)."""
+    lines = [f"GPU: {results['device']}, JAX {results['jax']}, run {results['started']}.", ""]
+    for name, entry in results.items():
+        if not isinstance(entry, dict) or "slt_full" not in entry:
+            continue
+        config, size = entry["config"], entry["size"]
+        info = entry.get("devinterp_info", {})
+        lines += [
+            f"**{name}**: d = {entry['dim']:,} ({size['layers']} layers, d_model "
+            f"{size['d_model']}, {size['heads']} heads, V = {size['vocab']:,}, T = "
+            f"{size['length']}), n = {entry['n']:,} sequences, {config['num_chains']} chains × "
+            f"({config['num_warmup']} + {config['num_samples']}) steps, batch "
+            f"{config['batch_size']} sequences, ε = {config['step_size']:g}, γ = "
+            f"{config['gamma']:g}, nβ = {config['nbeta']:.1f} per sequence; torch "
+            f"{info.get('torch', '?')}. Twin: max |torch − JAX| per-token loss "
+            f"{entry['twin_max_difference']:.1g}; head masks differ: "
+            f"{entry.get('masks_differ') or 'none'}. The model's own forward + backward per "
+            f"step: JAX {1e3 * entry['forward_backward']['jax']:.2f} ms, torch "
+            f"{1e3 * entry['forward_backward']['torch']:.2f} ms.",
+            "",
+            "| part | slt λ̂ ± se | devinterp λ̂ ± se | slt draws/s | devinterp draws/s | "
+            "slt / devinterp | slt s per step (all chains) | devinterp s per chain-step | "
+            "slt compile s |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for part in ("full", "l0h0"):
+            ours, theirs = entry.get(f"slt_{part}"), entry.get(f"devinterp_{part}")
+            if not ours or not theirs:
+                continue
+            lines.append(
+                f"| {part} | {ours['llc']:.4g} ± {ours['se']:.2g} | {theirs['llc']:.4g} ± "
+                f"{theirs['se']:.2g} | {ours['draws_per_second']:,.0f} | "
+                f"{theirs['draws_per_second']:,.1f} | "
+                f"**{ours['draws_per_second'] / theirs['draws_per_second']:.1f}×** | "
+                f"{1e3 * ours['seconds_per_step']:.2f} ms | "
+                f"{1e3 * theirs['seconds_per_chain_step']:.2f} ms | {ours['compile']:.1f} |")
+        lines.append("")
+    return "\n".join(lines)
