@@ -5,13 +5,17 @@ in .whl/):
 
     cd <repo root>
     pip install --no-deps --no-index .whl/*.whl --target /tmp/site
-    PYTHONPATH=/tmp/site:. python3 benchmarks/llc_transformer.py --device gpu --sizes hoogland,pythia
+    PYTHONPATH=/tmp/site:. python3 benchmarks/llc_transformer.py --device gpu
 
-(The GPU machine seen: Python 3.12.3, torch 2.11.0+cu130, JAX 0.11.2, transformers 5.17.0,
-pyarrow 25.0.1, huggingface_hub 1.33.0, fsspec 2026.7.0: the wheels' requirements hold.) It
-writes $OUT/llc_transformer_gpu.json as it goes (each finished measurement is saved at once),
-prints progress to stderr and the results to stdout; `--gpu-report FILE` renders the tables. CPU (this machine): `python -m benchmarks.llc_transformer`
-(the section of benchmarks/RESULTS.md); `--dry-run`: tiny sizes, a smoke test in a minute.
+(`--sizes hoogland,pythia` is the default; both sizes, about 3 to 5 minutes estimated.) The
+GPU machine seen: Python 3.12.3, torch 2.11.0+cu130, JAX 0.11.2, transformers 5.17.0, pyarrow
+25.0.1, huggingface_hub 1.33.0, fsspec 2026.7.0: the wheels' requirements hold. It writes
+$OUT/llc_transformer_gpu.json as it goes (each finished measurement is saved at once), prints
+progress to stderr and the results to stdout; `--gpu-report FILE` renders their tables.
+`--device gpu --dry-run` runs the same code at tiny sizes (on a CPU too, with
+SLT_BENCH_DEVINTERP_PYTHON naming a python with devinterp). CPU (this machine): `python -m
+benchmarks.llc_transformer` (the section of benchmarks/RESULTS.md); `--dry-run`: tiny sizes,
+a smoke test (a minute on an idle machine).
 
 The model: a 2-layer attention-only transformer in TransformerLens's layout, no layer norm, no
 MLP (L = 2 layers, H = 4 heads, d_model D = 32, d_head Dh = 8 by default), in plain JAX here
