@@ -1,7 +1,7 @@
 """lambda_hat of a transformer and of each of its heads: slt against devinterp 2.0.1.
 
 GPU run (one NVIDIA H100/H200, no network; devinterp and the packages it needs travel as wheels
-in .whl/):
+in .whl/, fetched as benchmarks/gpu_wheels.txt says):
 
     cd <repo root>
     pip install --no-deps --no-index .whl/*.whl --target /tmp/site
