@@ -470,6 +470,7 @@ def report(raw: dict) -> str:
     size, config, parts = raw["size"], raw["config"], raw["parts"]
     steps = config["num_warmup"] + config["num_samples"]
     count = len(size["checkpoints"])
+    chain_steps = len(parts) * count * config["num_chains"] * steps
     slt_wall, slt_cpu = raw["median"]["slt"]
     di_wall, di_cpu = raw["median"]["devinterp"]
     wall_ratio, cpu_ratio = di_wall / slt_wall, di_cpu / slt_cpu
@@ -520,7 +521,10 @@ def report(raw: dict) -> str:
         f"{config['num_samples']} draws), minibatches of {config['batch_size']} sequences, "
         f"nβ = n / log n = {raw['nbeta']:.1f} per sequence in slt = devinterp's n_beta "
         f"{raw['nbeta'] * raw['m']:.0f} on its mean per-token loss (m = {raw['m']} targets per "
-        "sequence), SGLD without MALA (`SGLD(mala_every=0)`). Heads: slt `llc_table` with one "
+        "sequence), SGLD without MALA (`SGLD(mala_every=0)`); slt's chains start at its "
+        "default dispersed points around w* (`RunPlan(start=\"dispersed\")`), devinterp's "
+        "at w*, so over the short warmup they approach the posterior from different sides. "
+        "Heads: slt `llc_table` with one "
         "`restrict_to` mask per head, a checkpoint's heads in one program; devinterp "
         "`llc(model, dataset, observables={}, param_masks=create_param_masks(model, \"l0h1\"), "
         "...)` with its default per-token cross-entropy, one call per head per checkpoint. "
@@ -544,6 +548,12 @@ def report(raw: dict) -> str:
         f"| devinterp 2.0.1, {len(parts) * count} `llc` calls | {di_wall:.1f} | {di_cpu:.1f} | 1 |",
         f"| slt, {count} `llc_table` calls ({len(parts)} heads each) | {slt_wall:.2f} | "
         f"{slt_cpu:.2f} | **{wall_ratio:.1f}× ({cpu_ratio:.1f}×)** |",
+        "",
+        f"Per chain-step (one minibatch gradient of {config['batch_size']} sequences × "
+        f"{size['length']} tokens and the update): slt {1e3 * slt_wall / chain_steps:.2f} ms "
+        f"wall ({1e3 * slt_cpu / chain_steps:.2f} ms CPU), devinterp "
+        f"{1e3 * di_wall / chain_steps:.2f} ms wall ({1e3 * di_cpu / chain_steps:.2f} ms CPU), "
+        "each call's fixed costs included.",
         "",
         f"Target ≥ 10× by wall and CPU time: {verdict}. slt's first call (compilation) took "
         f"{raw['slt_first_call']:.1f} s, not counted. Load average (1 min) during the run: "
