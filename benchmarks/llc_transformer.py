@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -453,7 +454,7 @@ def measure(seed: int = 0, size_name: str = "cpu", rounds: int = ROUNDS) -> dict
         out["load"] = load
     finally:
         worker.close()
-        npz.unlink()
+        shutil.rmtree(folder)  # the .npz, the checks' files, the runner's log
     return out
 
 

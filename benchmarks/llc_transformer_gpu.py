@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import time
 import warnings
@@ -153,7 +154,7 @@ def measure_size(name: str, seed: int, dry: bool, results: dict) -> None:
             _save(results)
     finally:
         worker.close()
-        npz.unlink()
+        shutil.rmtree(folder)  # the .npz, the checks' files, the runner's log
 
 
 def measure_gpu(sizes: list[str], seed: int, dry: bool = False) -> dict:
