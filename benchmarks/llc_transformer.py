@@ -269,6 +269,20 @@ def slt_problem(tokens: np.ndarray, params: dict):
     return Problem.from_loss(per_sequence_nll, params, {"tokens": tokens}, x64=False)
 
 
+def slt_settings(config: dict, restrict_to=None) -> dict:
+    """`llc`'s posterior, sampler and plan for the chain settings `config`
+    (`benchmarks.llc_speed.slt_values`: no MALA measurement, no progress bar), every chain
+    started at w* as devinterp's (`RunPlan(start="center")`; slt's default dispersed start,
+    with this short warmup, left λ̂ at the trained checkpoints 15-100% above devinterp's:
+    benchmarks/RESULTS.md)."""
+    from dataclasses import replace
+
+    from benchmarks.llc_speed import slt_values
+
+    values = slt_values(config, restrict_to=restrict_to)
+    return {**values, "plan": replace(values["plan"], start="center")}
+
+
 def slt_parts(problem, checkpoints: list[dict], key, parts: dict, config: dict):
     """lambda_hat ± se of every part at every checkpoint with slt: (means, ses), each
     (checkpoint, part); wall and CPU seconds.
@@ -280,9 +294,9 @@ def slt_parts(problem, checkpoints: list[dict], key, parts: dict, config: dict):
     import jax
 
     import slt
-    from benchmarks.llc_speed import _cpu_seconds, slt_values
+    from benchmarks.llc_speed import _cpu_seconds
 
-    values = slt_values(config)
+    values = slt_settings(config)
     cpu, start = _cpu_seconds(), time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # early checkpoints are no minima: llc says so
@@ -297,12 +311,12 @@ def slt_parts(problem, checkpoints: list[dict], key, parts: dict, config: dict):
 def slt_full(problem, checkpoints, key, config):
     """The whole model's lambda_hat ± se at every checkpoint: one `slt.llc_trajectory`."""
     import slt
-    from benchmarks.llc_speed import _cpu_seconds, slt_values
+    from benchmarks.llc_speed import _cpu_seconds
 
     cpu, start = _cpu_seconds(), time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = slt.llc_trajectory(problem, checkpoints, key, **slt_values(config))
+        result = slt.llc_trajectory(problem, checkpoints, key, **slt_settings(config))
     return (result.llc_means, result.std_errors, time.perf_counter() - start,
             _cpu_seconds() - cpu, result.run_time)
 
@@ -415,6 +429,7 @@ def measure(seed: int = 0, size_name: str = "cpu", rounds: int = ROUNDS) -> dict
     indices = list(range(len(checkpoints)))
     try:
         out = {"size": size, "config": config, "nbeta": nbeta, "m": m, "dim": problem.dim,
+               "slt_start": "center",
                "n": problem.n, "info": worker.info, "parts": list(parts),
                "train_loss": [float(problem.loss(point)) / m for point in checkpoints],
                "head_dim": int(sum(np.sum(leaf) for leaf in
@@ -522,10 +537,12 @@ def report(raw: dict) -> str:
         f"{config['num_samples']} draws), minibatches of {config['batch_size']} sequences, "
         f"nβ = n / log n = {raw['nbeta']:.1f} per sequence in slt = devinterp's n_beta "
         f"{raw['nbeta'] * raw['m']:.0f} on its mean per-token loss (m = {raw['m']} targets per "
-        "sequence), SGLD without MALA (`SGLD(mala_every=0)`); slt's chains start at its "
-        "default dispersed points around w* (`RunPlan(start=\"dispersed\")`), devinterp's "
-        "at w*, so over the short warmup they approach the posterior from different sides. "
-        "Heads: slt `llc_table` with one "
+        "sequence), SGLD without MALA (`SGLD(mala_every=0)`); "
+        + ("slt's chains start at its default dispersed points around w* (`RunPlan(start="
+           "\"dispersed\")`), devinterp's at w*, so over the short warmup they approach the "
+           "posterior from different sides. " if raw.get("slt_start") != "center" else
+           "every chain starts at w* (slt `RunPlan(start=\"center\")`, devinterp's own). ")
+        + "Heads: slt `llc_table` with one "
         "`restrict_to` mask per head, a checkpoint's heads in one program; devinterp "
         "`llc(model, dataset, observables={}, param_masks=create_param_masks(model, \"l0h1\"), "
         "...)` with its default per-token cross-entropy, one call per head per checkpoint. "

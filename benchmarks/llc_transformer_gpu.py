@@ -74,9 +74,8 @@ def _jax_forward_backward(params, tokens, batch_size: int, seed: int) -> float:
 def _slt_llc(problem, params, key, config, part=None):
     """One warm slt `llc` call (a first one compiles): wall seconds and the result."""
     import slt
-    from benchmarks.llc_speed import slt_values
 
-    values = slt_values(config, restrict_to=part)
+    values = bench.slt_settings(config, restrict_to=part)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         first = slt.llc(problem, params, key, **values)
