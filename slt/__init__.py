@@ -60,7 +60,7 @@ from slt.estimators.local.llc import LLCResult, llc
 from slt.estimators.local.parts import LLCTable, leaf_parts, llc_table
 from slt.estimators.local.posterior import LocalPosterior
 from slt.estimators.local.susceptibilities import DataShifts
-from slt.estimators.local.trajectory import LLCTrajectory, llc_trajectory
+from slt.estimators.local.trajectory import LLCTrajectory, PartsTrajectory, llc_trajectory
 from slt.fit import FitResult, MAPFit, fit_map
 from slt.fit.natural_gradient import NaturalGradientResult, natural_gradient_fit
 from slt.geometry import (
@@ -132,6 +132,7 @@ __all__ = [
     "LLCResult",
     "LLCTable",
     "LLCTrajectory",
+    "PartsTrajectory",
     "Problem",
     "fisher_information",
     "fisher_scan",

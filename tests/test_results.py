@@ -101,7 +101,11 @@ def results():
                           parts={"w1": {"w": np.array([True, False])}}, **short)
         trajectory = llc_trajectory(problem, {0: problem.init(jax.random.key(10)),
                                               100: fit.params},
-                                    jax.random.key(11), checkpoints_per_run=1, **short)
+                                    jax.random.key(11), sampler=short["sampler"],
+                                    plan=dataclasses.replace(plan, max_chains=plan.num_chains))
+        by_part = llc_trajectory(problem, [fit.params], jax.random.key(15),
+                                 {"w1": {"w": np.array([True, False])},
+                                  "w2": {"w": np.array([False, True])}}, **short)
         observing = {"sampler": SGLD(step_size=1e-4, mala_every=0), "plan": plan}
         kernel = loss_kernel(problem, fit.params, jax.random.key(12), np.arange(3), **observing)
         influence = bif(problem, fit.params, jax.random.key(13), np.array([0, 1]),
@@ -114,7 +118,7 @@ def results():
     base = {"pi": 0.5, "mu": 1.0, "sigma": 1.0}
     found = [
         *comparison.results["d=2"].values(), comparison, local, calibration, table, trajectory,
-        kernel, influence, response,
+        by_part, kernel, influence, response,
         fisher_information(mixture, base),
         fisher_information(mixture, base, key=jax.random.key(4),
                            request=FisherRequest(kind="monte_carlo", num_draws=64)),
@@ -139,7 +143,7 @@ def results():
 EXPECTED = [
     "FitResult", "BICResult", "LaplaceResult", "RLCTResult", "WBICResult", "FreeEnergyResult",
     "ComparisonResult", "LLCResult", "CalibrationResult", "LLCTable", "LLCTrajectory",
-    "LossKernelResult", "BIFResult", "SusceptibilityResult",
+    "PartsTrajectory", "LossKernelResult", "BIFResult", "SusceptibilityResult",
     "FisherResult",
     "FisherResult.monte_carlo", "FisherScan", "FisherScan.exact", "SBICResult",
     "LanczosSpectrum", "FisherSummary",
