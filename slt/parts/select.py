@@ -154,7 +154,8 @@ def matching(params: Any, pattern: str | re.Pattern | Sequence[str | re.Pattern]
       Traceback (most recent call last):
       slt.validation.InputError: pattern 'W_K' matches no weight of params; its weights are: W_Q, b
     """
-    patterns = [pattern] if isinstance(pattern, str | re.Pattern) else list(pattern)
+    single = isinstance(pattern, str | re.Pattern) or not isinstance(pattern, Sequence)
+    patterns = [pattern] if single else list(pattern)
     for each in patterns:
         if not isinstance(each, str | re.Pattern):
             raise InputError("pattern must be a glob (str), a compiled regular expression or "
