@@ -24,8 +24,8 @@ Example:
   total              42     12     12       0
 """
 
+from slt.parts.counts import preview
 from slt.parts.heads import LAYOUTS, HeadAxis, heads
-from slt.parts.preview import preview
 from slt.parts.select import (
     attention,
     difference,
