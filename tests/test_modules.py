@@ -1,6 +1,6 @@
 """Whole Equinox modules as params (`slt.modules`): the float arrays are sampled, the other
 leaves (activation functions, a dropout's rate and flag) held fixed; the same lambda_hat as the
-explicit `eqx.partition`, bit for bit, with the same key."""
+explicit `eqx.partition`, bit for bit, with the same key; head masks through `llc_table`."""
 
 import warnings
 
@@ -14,7 +14,7 @@ import slt
 eqx = pytest.importorskip("equinox")
 
 PLAN = slt.RunPlan(num_chains=2, num_samples=20, num_warmup=10, progress=False)
-SGLD = slt.samplers.SGLD(step_size=1e-4)
+SGLD = slt.samplers.SGLD(step_size=1e-4, mala_every=0)  # no MALA check: one program less
 
 
 def nll(model, batch):
@@ -31,39 +31,49 @@ def case():
     return model, data
 
 
-def test_a_whole_module_gives_the_partitioned_lambda_hat(case):
+def test_a_module_with_an_activation_goes_in_whole(case):
     model, data = case
     problem = slt.Problem.from_loss(nll, model, data)
-    weights, fixed = eqx.partition(model, eqx.is_inexact_array)
-    partitioned = slt.Problem.from_loss(lambda w, batch: nll(eqx.combine(w, fixed), batch),
-                                        weights, data)
-    assert problem.dim == partitioned.dim == 2 * 3 + 3 + 3 + 1
-    assert problem.site_names == partitioned.site_names
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", slt.LocalRunWarning)
-        whole = slt.llc(problem, model, jax.random.key(3), sampler=SGLD, plan=PLAN)
-        split = slt.llc(partitioned, weights, jax.random.key(3), sampler=SGLD, plan=PLAN)
-        table = slt.llc_table(problem, model, jax.random.key(3),
-                              {"layer 0": slt.parts.layer(model, 0)}, sampler=SGLD, plan=PLAN)
-    np.testing.assert_array_equal(whole.llc_trace(), split.llc_trace())
-    assert table.summary()["sampled_weights"].item() == 2 * 3 + 3
-    back = problem.unravel(problem.ravel(model))  # a module again, its activation kept
+    assert problem.dim == 2 * 3 + 3 + 3 + 1
+    assert problem.site_names == ("layers/0/weight", "layers/0/bias", "layers/1/weight",
+                                  "layers/1/bias")
+    back = problem.unravel(problem.ravel(model))  # a module again, its activations kept
     np.testing.assert_array_equal(jax.vmap(back)(data["x"]), jax.vmap(model)(data["x"]))
     assert float(problem.loss(model)) == pytest.approx(float(jnp.mean(nll(model, data))))
 
 
-def test_an_attention_module_with_a_dropout_flag_is_accepted():
-    module = eqx.nn.MultiheadAttention(2, 4, key=jax.random.key(0))  # dropout: a float, a bool
+def test_a_whole_attention_module_gives_the_partitioned_lambda_hat_per_head():
+    """A whole `eqx.nn.MultiheadAttention` (its dropout holds a float rate and a bool flag),
+    one part per head (`slt.parts.heads`), end to end through `llc_table`: bit for bit the
+    run on `eqx.partition(module, eqx.is_inexact_array)`'s weights, same key."""
+    module = eqx.nn.MultiheadAttention(2, 4, qk_size=2, vo_size=2, key=jax.random.key(0))
     x = jax.random.normal(jax.random.key(1), (8, 3, 4))
-    data = {"x": x, "y": jax.vmap(lambda s: module(s, s, s))(x)}
+    data = {"x": x, "y": jax.vmap(lambda s: module(s, s, s))(x)
+            + 0.1 * jax.random.normal(jax.random.key(2), (8, 3, 4))}
 
     def attention_nll(m, batch):
         out = jax.vmap(lambda s: m(s, s, s))(batch["x"])
-        return jnp.sum((out - batch["y"]) ** 2 / 2, axis=(1, 2))
+        return jnp.sum((out - batch["y"]) ** 2 / 2 + 0.5 * jnp.log(2 * jnp.pi), axis=(1, 2))
 
-    problem = slt.Problem.from_loss(attention_nll, module, data)
-    assert problem.dim == sum(np.size(leaf) for leaf in jax.tree.leaves(module)
-                              if eqx.is_inexact_array(leaf))
+    weights, fixed = eqx.partition(module, eqx.is_inexact_array)
+    whole = slt.Problem.from_loss(attention_nll, module, data)
+    split = slt.Problem.from_loss(lambda w, b: attention_nll(eqx.combine(w, fixed), b),
+                                  weights, data)
+    assert whole.dim == split.dim == 4 * 4 * 4
+    parts = slt.parts.heads(module, "equinox", 2)  # 4 projections (4, 4), half of each a head
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", slt.LocalRunWarning)
+        tables = [slt.llc_table(problem, params, jax.random.key(3), head_parts, sampler=SGLD,
+                                plan=PLAN)
+                  for problem, params, head_parts in [
+                      (whole, module, parts),
+                      (split, weights, slt.parts.heads(weights, "equinox", 2))]]
+    assert tables[0].parts == tables[1].parts == ("H0", "H1")
+    for head in ("H0", "H1"):
+        np.testing.assert_array_equal(tables[0][head].llc_trace(), tables[1][head].llc_trace())
+    counts = slt.parts.preview(module, parts).loc["total"]
+    assert list(tables[0].summary()["sampled_weights"]) == [counts["H0"], counts["H1"]] == [
+        32, 32]
 
 
 def test_other_pytrees_still_refuse_non_float_leaves(case):

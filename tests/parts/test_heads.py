@@ -4,7 +4,8 @@ at zero, multi-head attention is the sum of its heads' contributions, each a fun
 head's weights only. So running the module with only head h's weights kept (all others zero:
 a head whose value and output weights are zero adds nothing) gives head h's contribution, and
 these sum to the whole output exactly when every head's mask holds exactly its own q, k, v and
-output weights. A wrong split (GPT-NeoX's fused axis read as (3 h d)) fails it."""
+output weights. A wrong split (GPT-NeoX's fused axis read as (3 h d)) fails it. A head mask
+in `llc_table`, end to end: tests/test_modules.py."""
 
 import jax
 import jax.numpy as jnp
@@ -13,6 +14,8 @@ import pytest
 
 import slt
 from slt.parts.select import is_weight
+
+eqx = pytest.importorskip("equinox")
 
 H, D, DH, T = 2, 4, 2, 3  # heads, model width, head width, sequence length
 
@@ -24,6 +27,8 @@ def keep(params, mask):
 
 
 def assert_heads_sum_to_the_module(forward, params, parts):
+    """`forward(params)` the module's output (jitted: one compilation for the H + 1 calls)."""
+    forward = eqx.filter_jit(forward)
     whole = forward(keep(params, slt.parts.union(*parts.values())))
     contributions = [forward(keep(params, mask)) for mask in parts.values()]
     assert all(float(jnp.abs(c).max()) > 1e-3 for c in contributions)  # no head is empty
@@ -38,10 +43,15 @@ def assert_disjoint_and_even(params, parts, split_leaves):
         assert counts == [table.loc[leaf, "weights"] // H] * H
 
 
-def random_like(shapes, key):
-    keys = jax.random.split(key, len(shapes))
-    return {name: jax.random.normal(k, shape) for (name, shape), k in zip(shapes.items(), keys,
-                                                                          strict=True)}
+def normal(seed, *shapes):
+    """Standard normal float32 arrays (NumPy's generator: no JAX program per shape)."""
+    rng = np.random.default_rng(seed)
+    arrays = [rng.normal(size=shape).astype(np.float32) for shape in shapes]
+    return arrays[0] if len(arrays) == 1 else arrays
+
+
+def random_like(shapes, seed):
+    return dict(zip(shapes, normal(seed, *shapes.values()), strict=True))
 
 
 def softmax_attention(q, k, v):
@@ -50,7 +60,7 @@ def softmax_attention(q, k, v):
     return jnp.einsum("hts,shd->thd", weights, v)
 
 
-X = jax.random.normal(jax.random.key(9), (T, D))
+X = normal(9, (T, D))
 
 # ---------------------------------------------------------------- TransformerLens layout
 
@@ -62,11 +72,9 @@ TL_BLOCK = {"W_Q": (H, D, DH), "W_K": (H, D, DH), "W_V": (H, D, DH), "W_O": (H, 
 def transformer():
     """The layout of the 2-layer attention-only transformer: embed, pos_embed, blocks,
     unembed, b_U."""
-    keys = jax.random.split(jax.random.key(0), 4)
-    return {"embed": jax.random.normal(keys[0], (5, D)),
-            "pos_embed": jax.random.normal(keys[1], (T, D)),
-            "blocks": [random_like(TL_BLOCK, keys[2]), random_like(TL_BLOCK, keys[3])],
-            "unembed": jnp.ones((D, 5)), "b_U": jnp.ones(5)}
+    return {"embed": normal(0, (5, D)), "pos_embed": normal(1, (T, D)),
+            "blocks": [random_like(TL_BLOCK, 2), random_like(TL_BLOCK, 3)],
+            "unembed": np.ones((D, 5), np.float32), "b_U": np.ones(5, np.float32)}
 
 
 def tl_attention(block):
@@ -119,7 +127,6 @@ def test_flax_nnx_heads():
 
 
 def test_equinox_heads():
-    eqx = pytest.importorskip("equinox")
     module = eqx.nn.MultiheadAttention(H, D, qk_size=DH, vo_size=DH, use_query_bias=True,
                                        use_key_bias=True, use_value_bias=True,
                                        use_output_bias=True, key=jax.random.key(1))
@@ -146,12 +153,9 @@ def neox_attention(params, *, arrangement="(h 3 d)"):
 
 @pytest.fixture(scope="module")
 def neox():
-    keys = jax.random.split(jax.random.key(2), 4)
-    return {"attention": {
-        "query_key_value": {"weight": jax.random.normal(keys[0], (3 * H * DH, D)),
-                            "bias": jax.random.normal(keys[1], (3 * H * DH,))},
-        "dense": {"weight": jax.random.normal(keys[2], (D, H * DH)),
-                  "bias": jax.random.normal(keys[3], (D,))}}}
+    weight, bias, dense, dense_bias = normal(2, (3 * H * DH, D), (3 * H * DH,), (D, H * DH), (D,))
+    return {"attention": {"query_key_value": {"weight": weight, "bias": bias},
+                          "dense": {"weight": dense, "bias": dense_bias}}}
 
 
 def test_gpt_neox_fused_heads(neox):
@@ -184,18 +188,17 @@ def gqa_attention(params):
 
 
 def test_grouped_query_heads_share_their_kv_heads():
-    keys = jax.random.split(jax.random.key(3), 5)
-    params = {"q_proj": {"kernel": jax.random.normal(keys[0], (D, HQ * DH)),
-                         "bias": jax.random.normal(keys[1], (HQ * DH,))},
-              "k_proj": {"kernel": jax.random.normal(keys[2], (D, HKV * DH))},
-              "v_proj": {"kernel": jax.random.normal(keys[3], (D, HKV * DH))},
-              "o_proj": {"kernel": jax.random.normal(keys[4], (HQ * DH, D))}}
+    q, q_bias, k, v, o = normal(3, (D, HQ * DH), (HQ * DH,), (D, HKV * DH), (D, HKV * DH),
+                                (HQ * DH, D))
+    params = {"q_proj": {"kernel": q, "bias": q_bias}, "k_proj": {"kernel": k},
+              "v_proj": {"kernel": v}, "o_proj": {"kernel": o}}
     parts = slt.parts.heads(params, "grouped_query", HQ, num_kv_heads=HKV)
     assert list(parts) == ["H0", "H1", "H2", "H3"]
     # each query head's own weights, with the kv head it reads: the sum holds only per group
     # once the shared kv weights are kept: head h's part alone computes its contribution
-    contributions = [gqa_attention(keep(params, mask)) for mask in parts.values()]
-    np.testing.assert_allclose(sum(contributions), gqa_attention(params), rtol=1e-5, atol=1e-6)
+    forward = jax.jit(gqa_attention)
+    contributions = [forward(keep(params, mask)) for mask in parts.values()]
+    np.testing.assert_allclose(sum(contributions), forward(params), rtol=1e-5, atol=1e-6)
     table = slt.parts.preview(params, parts)
     assert table.loc["k_proj/kernel", "shared"] == D * HKV * DH  # every kv weight: 2 heads
     assert table.loc["q_proj/kernel", "shared"] == 0
@@ -219,27 +222,3 @@ def test_grouped_query_heads_share_their_kv_heads():
 def test_bad_head_layouts_are_named(transformer, call, message):
     with pytest.raises(slt.InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
         call(transformer)
-
-
-def test_a_head_mask_runs_in_llc_table(transformer):
-    """End to end: the heads of the first block as parts of a tiny attention regression."""
-    block = transformer["blocks"][0]
-    y = tl_attention(block) + 0.1 * jax.random.normal(jax.random.key(5), (T, D))
-    data = {"x": jnp.broadcast_to(X, (16, T, D)), "y": jnp.broadcast_to(y, (16, T, D))}
-
-    def nll(params, batch):
-        out = jax.vmap(lambda x: tl_attention(params) + 0 * x)(batch["x"])
-        return jnp.sum((out - batch["y"]) ** 2 / 2 + 0.5 * jnp.log(2 * jnp.pi), axis=(1, 2))
-
-    problem = slt.Problem.from_loss(nll, block, data)
-    parts = slt.parts.heads(block, "transformer_lens", H)
-    import warnings
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", slt.LocalRunWarning)
-        table = slt.llc_table(problem, block, jax.random.key(0), parts,
-                              sampler=slt.samplers.SGLD(step_size=1e-5),
-                              plan=slt.RunPlan(num_chains=2, num_samples=20, num_warmup=10,
-                                               progress=False))
-    assert table.parts == ("H0", "H1")
-    counts = slt.parts.preview(block, parts).loc["total"]
-    assert list(table.summary()["sampled_weights"]) == [counts["H0"], counts["H1"]]
