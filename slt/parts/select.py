@@ -19,9 +19,10 @@ The conveniences recognise the common layouts by these names:
 - `attention`: a key contains "attn" or "attention" (any case: GPT-2's "attn/c_attn",
   GPT-NeoX's "attention/dense", Linen's "MultiHeadDotProductAttention_0"), or the name ends in
   TransformerLens' W_Q, W_K, W_V, W_O, b_Q, b_K, b_V, b_O; in Flax NNX `MultiHeadAttention`'s
-  query, key, value or out followed by kernel or bias; in Equinox `MultiheadAttention`'s
-  query_proj, key_proj, value_proj or output_proj followed by weight or bias; or in Llama's
-  q_proj, k_proj, v_proj, o_proj followed by kernel, weight or bias.
+  query, key, value followed by kernel or bias, or its out (only beside a query: an MLP's
+  last layer named "out" is no attention); in Equinox `MultiheadAttention`'s query_proj,
+  key_proj, value_proj or output_proj followed by weight or bias; or in Llama's q_proj, k_proj,
+  v_proj, o_proj followed by kernel, weight or bias.
 - `mlp`: a key contains "mlp", "ffn" or "feed_forward" (any case), or the name ends in
   TransformerLens' W_in, W_out, b_in, b_out.
 - `embedding` (token and positional): a key contains "embed" but not "unembed" ("embed",
@@ -71,7 +72,8 @@ KINDS = {
     "attention": (
         _KEY + r"[^/]*(?i:attn|attention)[^/]*(/|$)",
         _KEY + r"[Wb]_[QKVO]" + _END,
-        _KEY + r"(query|key|value|out)/(kernel|bias)" + _END,
+        _KEY + r"(query|key|value)/(kernel|bias)" + _END,
+        _KEY + r"out/(kernel|bias)" + _END,  # only beside a query projection: `_nnx_output`
         _KEY + r"(query|key|value|output)_proj/(weight|bias)" + _END,
         _KEY + r"[qkvo]_proj/(kernel|weight|bias)" + _END,
     ),
@@ -173,9 +175,25 @@ def matching(params: Any, pattern: str | re.Pattern | Sequence[str | re.Pattern]
 
 def _kind(params: Any, kind: str) -> Mask:
     expressions = [re.compile(expression) for expression in KINDS[kind]]
-    mask = _mask(params, lambda name, _: any(expression.search(name)
-                                             for expression in expressions))
+    names = set(leaf_names(params))
+
+    def recognised(name: str) -> bool:
+        found = [expression for expression in expressions if expression.search(name)]
+        return bool(found) and (found != [_NNX_OUTPUT] or _nnx_output(name, names))
+
+    mask = _mask(params, lambda name, _: recognised(name))
     return _selected(params, mask, f"{kind} (recognised by slt.parts' names table)")
+
+
+_NNX_OUTPUT = re.compile(KINDS["attention"][3])
+
+
+def _nnx_output(name: str, names: set[str]) -> bool:
+    """Whether an ".../out/kernel" is NNX attention's output projection: a ".../query/"
+    projection beside it (an MLP's last layer named "out" is not attention)."""
+    module = name[:_NNX_OUTPUT.search(name).start()]
+    prefix = f"{module}/query/" if module else "query/"
+    return any(other.startswith(prefix) for other in names)
 
 
 def attention(params: Any) -> Mask:

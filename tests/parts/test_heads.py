@@ -118,6 +118,14 @@ def test_flax_nnx_heads():
     assert_heads_sum_to_the_module(lambda s: nnx.merge(graphdef, s)(X), state, parts)
     assert_disjoint_and_even(state, parts, [f"{n}/{kind}/value" for n in ("query", "key",
                              "value") for kind in ("kernel", "bias")] + ["out/kernel/value"])
+    # the State goes through Problem.from_loss, and a head's mask to the sampled weights
+    data = {"x": np.broadcast_to(X, (4, T, D)), "y": np.zeros((4, T, D), np.float32)}
+    problem = slt.Problem.from_loss(
+        lambda s, batch: jnp.sum((jax.vmap(nnx.merge(graphdef, s))(batch["x"]) - batch["y"])
+                                 ** 2, axis=(1, 2)), state, data)
+    from slt.estimators.local.posterior import restriction_mask
+    assert restriction_mask(problem, state, parts["H1"]).sum() == slt.parts.preview(
+        state, parts).loc["total", "H1"] == 38
     pure = nnx.to_pure_dict(nnx.state(module, nnx.Param))  # the pure dict, too
     assert list(slt.parts.preview(pure, slt.parts.heads(pure, "flax_nnx", H)).loc["total"]
                 ) == list(slt.parts.preview(state, parts).loc["total"])

@@ -53,6 +53,10 @@ def test_layers_and_kinds_are_recognised_by_name():
     assert set(selected(neox, slt.parts.unembedding(neox))) == {"embed_out"}
     assert set(selected(neox, slt.parts.attention(neox))) == {
         "gpt_neox/layers/0/attention/dense/weight"}
+    nnx = {"attention": {"query": {"kernel": np.ones(2)}, "out": {"kernel": np.ones(2)}},
+           "head": {"out": {"kernel": np.ones(2)}}}  # "out" is attention beside a query only
+    assert set(selected(nnx, slt.parts.attention(nnx))) == {"attention/query/kernel",
+                                                            "attention/out/kernel"}
 
 
 def test_mask_arithmetic_and_preview():
