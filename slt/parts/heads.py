@@ -12,7 +12,8 @@ axis' size. A layout maps regular expressions (searched in `leaf_names`' names) 
   (H, d_head, d_model), b_Q, b_K, b_V (H, d_head).
 - "flax_nnx", `flax.nnx.MultiHeadAttention` (its `nnx.State` of `nnx.Param`s, or the pure
   dict): query, key, value kernels (in, H, d_head) and biases (H, d_head), out kernel
-  (H, d_head, out).
+  (H, d_head, out). Flax Linen's `MultiHeadDotProductAttention` has the same names and shapes
+  ("params/MultiHeadDotProductAttention_0/query/kernel": layer 0).
 - "equinox", `equinox.nn.MultiheadAttention`: query_proj, key_proj, value_proj weights
   (H d_head, in) and biases (H d_head,), output_proj weight (out, H d_head).
 - "gpt_neox", GPT-NeoX / Pythia in PyTorch's layout: attention/query_key_value weight
