@@ -42,10 +42,10 @@ def test_a_module_with_an_activation_goes_in_whole(case):
     assert float(problem.loss(model)) == pytest.approx(float(jnp.mean(nll(model, data))))
 
 
-def test_a_whole_attention_module_gives_the_partitioned_lambda_hat_per_head():
-    """A whole `eqx.nn.MultiheadAttention` (its dropout holds a float rate and a bool flag),
-    one part per head (`slt.parts.heads`), end to end through `llc_table`: bit for bit the
-    run on `eqx.partition(module, eqx.is_inexact_array)`'s weights, same key."""
+@pytest.fixture(scope="module")
+def attention_case():
+    """A whole `eqx.nn.MultiheadAttention` (its dropout holds a float rate and a bool flag)
+    and the problem of its `eqx.partition(module, eqx.is_inexact_array)` weights."""
     module = eqx.nn.MultiheadAttention(2, 4, qk_size=2, vo_size=2, key=jax.random.key(0))
     x = jax.random.normal(jax.random.key(1), (8, 3, 4))
     data = {"x": x, "y": jax.vmap(lambda s: module(s, s, s))(x)
@@ -59,21 +59,44 @@ def test_a_whole_attention_module_gives_the_partitioned_lambda_hat_per_head():
     whole = slt.Problem.from_loss(attention_nll, module, data)
     split = slt.Problem.from_loss(lambda w, b: attention_nll(eqx.combine(w, fixed), b),
                                   weights, data)
+    return module, weights, whole, split
+
+
+def test_a_whole_module_is_the_partitioned_problem(attention_case):
+    """The samplers see a problem only through ravel, unravel and loglik: equal at random
+    points, the chains of the two problems are the same (run bit for bit: the slow test)."""
+    module, weights, whole, split = attention_case
     assert whole.dim == split.dim == 4 * 4 * 4
-    parts = slt.parts.heads(module, "equinox", 2)  # 4 projections (4, 4), half of each a head
+    np.testing.assert_array_equal(whole.ravel(module), split.ravel(weights))
+    points = jax.random.normal(jax.random.key(4), (3, whole.dim))
+    for point in points:
+        np.testing.assert_array_equal(whole.loglik(whole.unravel(point), whole.data),
+                                      split.loglik(split.unravel(point), split.data))
+
+
+def run_heads(problem, params):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", slt.LocalRunWarning)
-        tables = [slt.llc_table(problem, params, jax.random.key(3), head_parts, sampler=SGLD,
-                                plan=PLAN)
-                  for problem, params, head_parts in [
-                      (whole, module, parts),
-                      (split, weights, slt.parts.heads(weights, "equinox", 2))]]
-    assert tables[0].parts == tables[1].parts == ("H0", "H1")
+        return slt.llc_table(problem, params, jax.random.key(3),
+                             slt.parts.heads(params, "equinox", 2), sampler=SGLD, plan=PLAN)
+
+
+def test_a_head_mask_runs_in_llc_table_on_a_whole_module(attention_case):
+    module, _, whole, _ = attention_case
+    table = run_heads(whole, module)
+    assert table.parts == ("H0", "H1")
+    counts = slt.parts.preview(module, slt.parts.heads(module, "equinox", 2)).loc["total"]
+    # 4 projections (4, 4), half of each a head
+    assert list(table.summary()["sampled_weights"]) == [counts["H0"], counts["H1"]] == [
+        32, 32]
+
+
+@pytest.mark.slow
+def test_a_whole_module_gives_the_partitioned_lambda_hat_bit_for_bit(attention_case):
+    module, weights, whole, split = attention_case
+    tables = [run_heads(whole, module), run_heads(split, weights)]
     for head in ("H0", "H1"):
         np.testing.assert_array_equal(tables[0][head].llc_trace(), tables[1][head].llc_trace())
-    counts = slt.parts.preview(module, parts).loc["total"]
-    assert list(tables[0].summary()["sampled_weights"]) == [counts["H0"], counts["H1"]] == [
-        32, 32]
 
 
 def test_other_pytrees_still_refuse_non_float_leaves(case):
