@@ -409,6 +409,21 @@ def test_foreign_corrupt_and_newer_files_are_refused_clearly(results, tmp_path):
         load(truncated)
 
 
+def test_arrays_are_packed_into_one_variable_per_dtype(results, tmp_path):
+    """A (checkpoint x part) trajectory holds six arrays per (checkpoint, part), hundreds in
+    a real one; the file holds one variable per dtype (NetCDF's cost grows with its
+    variables: slt.results), and each array comes back from its slice with its dtype and
+    shape."""
+    result = results["PartsTrajectory"]
+    saved = result.save(tmp_path / "parts.nc")
+    with xr.open_dataset(saved, engine="h5netcdf") as root:
+        names = set(root.variables)
+        arrays = str(root["slt_manifest"].values.item()).count('"type": "array"')
+    assert arrays >= 12 and len(names) <= 4, (arrays, names)
+    assert {"slt_manifest", "slt_buffer.float64"} <= names
+    assert_same(load(saved), result, "PartsTrajectory")
+
+
 def _overwrite_bytes(path, variable):
     """Flip 8 bytes of `variable`'s stored values ("group/name" in a subgroup), leaving
     HDF5's headers intact: damage that HDF5 itself does not detect."""
@@ -421,7 +436,7 @@ def _overwrite_bytes(path, variable):
         handle.write(damaged)
 
 
-@pytest.mark.parametrize("name,variable", [("LLCResult", "loss_trace"),
+@pytest.mark.parametrize("name,variable", [("LLCResult", "slt_buffer.float64"),
                                            ("FisherScan", "dataset/loss")])
 def test_overwritten_array_bytes_are_refused_on_load(results, tmp_path, name, variable):
     saved = results[name].save(tmp_path / "result.nc")
