@@ -33,6 +33,7 @@ from numpyro import handlers
 from numpyro.distributions import biject_to
 from numpyro.distributions.distribution import validation_enabled
 
+from slt.modules import FixedLeaves, held_fixed, sampled_part, whole
 from slt.precision import at_full_precision
 from slt.prediction import LIKELIHOODS, Prediction, leaf_names
 from slt.validation import (
@@ -172,6 +173,7 @@ class Problem:
         # matrix products are float32-exact on GPUs too (slt.precision).
         self._traced_evaluate = jax.jit(at_full_precision(self._evaluate))
         self._traced_constrain = jax.jit(at_full_precision(self._constrain_sites))
+        self._fixed: FixedLeaves | None = None  # an Equinox module's non-weights (`_from_loss`)
         self.data = data
         self.n = n
         if x64 is not None:
@@ -201,6 +203,9 @@ class Problem:
             -log p(y_i | x_i, w) **with** its constants (for Gaussian noise of scale s:
             (y - f(x))^2 / (2 s^2) + log(s) + log(2 pi)/2). Must be pure and jittable.
           params: the trained parameters (any pytree of float arrays); fixes the structure.
+            An Equinox module is taken whole: its float arrays are the parameters, its other
+            leaves (activations, flags, integer buffers) held fixed, and `nll_fn` and every
+            estimator receive modules (`slt.modules`).
           data: dict of arrays with a shared leading example axis.
           log_prior: optional `log_prior(params) -> scalar`. Without it the prior is flat
             (`log_prior` returns 0 and `has_prior` is False).
@@ -218,7 +223,7 @@ class Problem:
         arrays, n = _validate_data(data, x64)
         require_callable("nll_fn", nll_fn)
         require_callable("log_prior", log_prior, optional=True)
-        require_finite_tree(params, "params")
+        require_finite_tree(sampled_part(params, held_fixed(params)), "params")
         return cls._from_validated_loss(nll_fn, params, arrays, n, log_prior, x64)
 
     @classmethod
@@ -231,13 +236,18 @@ class Problem:
         self.prediction = prediction
         self._nll_fn = nll_fn
         self._log_prior_fn = log_prior
-        self._traced_nll = jax.jit(at_full_precision(nll_fn))
-        self._traced_log_prior = (None if log_prior is None
-                                  else jax.jit(at_full_precision(log_prior)))
+        fixed = held_fixed(params)
+        sampled = sampled_part(params, fixed)
+        # jitted over the sampled leaves only: a module's functions and flags are constants
+        self._traced_nll = jax.jit(at_full_precision(
+            lambda weights, batch: nll_fn(whole(weights, fixed), batch)))
+        self._traced_log_prior = (None if log_prior is None else jax.jit(at_full_precision(
+            lambda weights: log_prior(whole(weights, fixed)))))
         self._transforms = None
-        self._setup(jax.tree_util.tree_map(jnp.zeros_like, params), arrays, n, x64)
+        self._setup(jax.tree_util.tree_map(jnp.zeros_like, sampled), arrays, n, x64)
+        self._fixed = fixed
         self.reference_params = params
-        self.site_names = leaf_names(params)
+        self.site_names = leaf_names(sampled)
         self.observed_site_names = ()
         self.exchangeable = ()
         values = call_naming_shapes(lambda: nll_fn(params, arrays), "nll_fn(params, data)", arrays)
@@ -319,7 +329,7 @@ class Problem:
                                 else 1.0, x, y)
         arrays, n = _validate_data(data, x64)
         require_callable("log_prior", log_prior, optional=True)
-        require_finite_tree(params, "params")
+        require_finite_tree(sampled_part(params, held_fixed(params)), "params")
         prediction.check(params, arrays)
         return cls._from_validated_loss(prediction.nll, params, arrays, n, log_prior, x64,
                                         prediction)
@@ -343,6 +353,7 @@ class Problem:
         64-bit JAX is on and the model holds float64 constants; float64 parameters give
         float64 values from float32 data, as Laplace and the geometry need).
         """
+        params = self.sampled_part(params)
         self._check_params(params)
         if self.model is None:
             value = -self._traced_nll(params, batch)
@@ -353,6 +364,7 @@ class Problem:
     def log_prior(self, params: Params) -> jax.Array:
         """log prior density of the unconstrained parameters, log-Jacobian included (in the
         float dtype of `params`, as `loglik`)."""
+        params = self.sampled_part(params)
         self._check_params(params)
         if self.model is None:
             if self._log_prior_fn is None:
@@ -398,15 +410,25 @@ class Problem:
         the trained parameters (those are `reference_params`).
         """
         flat = jax.random.uniform(key, (self.dim,), self.dtype, -radius, radius)
-        return self._unravel(flat)
+        return self.unravel(flat)
 
     def ravel(self, params: Params) -> jax.Array:
-        """Flatten a parameter pytree into a vector of length `dim`."""
-        return ravel_pytree(params)[0]
+        """Flatten a parameter pytree into a vector of length `dim` (an Equinox module: its
+        float arrays, `slt.modules`)."""
+        return ravel_pytree(self.sampled_part(params))[0]
 
     def unravel(self, flat: jax.Array) -> Params:
-        """Inverse of `ravel`."""
-        return self._unravel(flat)
+        """Inverse of `ravel` (an Equinox module comes back whole, its other leaves fixed)."""
+        return whole(self._unravel(flat), self._fixed)
+
+    def sampled_part(self, params: Params) -> Params:
+        """The leaves of `params` that are parameters: all of them, but for a problem built
+        from an Equinox module only its float arrays (the others None, `slt.modules`).
+
+        Raises:
+          InputError: a module's params not shaped like the module the problem holds.
+        """
+        return sampled_part(params, self._fixed)
 
     def take(self, indices: jax.Array, data: Batch | None = None) -> Batch:
         """The batch of examples at `indices` (along the example axis) of `data` (default:

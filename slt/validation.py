@@ -322,7 +322,8 @@ def require_params(problem: Any, params: Any, name: str = "params") -> Any:
                 f"{name}{jax.tree_util.keystr(path)} has shape {np.shape(leaf)}; the model "
                 f"needs {np.shape(template)} (unconstrained coordinates)"
             )
-    return require_finite_tree(params, name)
+    require_finite_tree(problem.sampled_part(params), name)  # an Equinox module's weights
+    return params
 
 
 def require_data(data: Any) -> tuple[dict[str, np.ndarray], int]:
