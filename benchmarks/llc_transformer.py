@@ -36,10 +36,10 @@ and localization = gamma carry over as they are (as in benchmarks/llc_speed.py).
 
 The parts. A head (l, h) is W_Q[h], W_K[h], W_V[h], W_O[h], b_Q[h], b_K[h], b_V[h] of layer l
 (b_O is shared by the layer's heads: in no head), all other weights held at w*: slt
-`LocalPosterior(restrict_to=mask)` through `slt.llc_table` (the 8 heads of a checkpoint in one
-program), devinterp 2.0.1 `llc(..., param_masks=create_param_masks(model, "l0h1"))` (its own
-masks for TransformerLens models; the same weights), one `llc` call per head per checkpoint as
-a devinterp user loops.
+`LocalPosterior(restrict_to=mask)` masks through `slt.llc_trajectory(..., parts)` (every head at
+every checkpoint in one program), devinterp 2.0.1 `llc(...,
+param_masks=create_param_masks(model, "l0h1"))` (its own masks for TransformerLens models; the
+same weights), one `llc` call per head per checkpoint as a devinterp user loops.
 """
 
 from __future__ import annotations
@@ -285,27 +285,17 @@ def slt_settings(config: dict, restrict_to=None) -> dict:
 
 def slt_parts(problem, checkpoints: list[dict], key, parts: dict, config: dict):
     """lambda_hat ± se of every part at every checkpoint with slt: (means, ses), each
-    (checkpoint, part); wall and CPU seconds.
-
-    One `slt.llc_table` per checkpoint (its parts' chains vmapped in one program, compiled
-    once for all checkpoints). With `slt.llc_trajectory(problem, checkpoints, key,
-    parts=parts, ...)` the loop becomes one call (all parts x checkpoints in one program).
-    """
-    import jax
-
+    (checkpoint, part); wall and CPU seconds. One `slt.llc_trajectory(..., parts=parts)`:
+    every part's chains at every checkpoint vmapped in one program."""
     import slt
     from benchmarks.llc_speed import _cpu_seconds
 
-    values = slt_settings(config)
     cpu, start = _cpu_seconds(), time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # early checkpoints are no minima: llc says so
-        tables = [slt.llc_table(problem, point, jax.random.fold_in(key, index), parts, **values)
-                  for index, point in enumerate(checkpoints)]
+        result = slt.llc_trajectory(problem, checkpoints, key, parts, **slt_settings(config))
     wall, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
-    means = np.array([[table[name].llc_mean for name in parts] for table in tables])
-    ses = np.array([[table[name].std_error for name in parts] for table in tables])
-    return means, ses, wall, cpu
+    return result.llc_means, result.std_errors, wall, cpu
 
 
 def slt_full(problem, checkpoints, key, config):
@@ -429,7 +419,7 @@ def measure(seed: int = 0, size_name: str = "cpu", rounds: int = ROUNDS) -> dict
     indices = list(range(len(checkpoints)))
     try:
         out = {"size": size, "config": config, "nbeta": nbeta, "m": m, "dim": problem.dim,
-               "slt_start": "center",
+               "slt_start": "center", "slt_call": "one `llc_trajectory(..., parts)` call",
                "n": problem.n, "info": worker.info, "parts": list(parts),
                "train_loss": [float(problem.loss(point)) / m for point in checkpoints],
                "head_dim": int(sum(np.sum(leaf) for leaf in
@@ -542,8 +532,11 @@ def report(raw: dict) -> str:
            "\"dispersed\")`), devinterp's at w*, so over the short warmup they approach the "
            "posterior from different sides. " if raw.get("slt_start") != "center" else
            "every chain starts at w* (slt `RunPlan(start=\"center\")`, devinterp's own). ")
-        + "Heads: slt `llc_table` with one "
-        "`restrict_to` mask per head, a checkpoint's heads in one program; devinterp "
+        + "Heads: slt " + ("`llc_table` per checkpoint, its heads in one program, "
+                           if "slt_call" not in raw else
+                           "`llc_trajectory(problem, checkpoints, key, parts)`, every head at "
+                           "every checkpoint in one program, ")
+        + "one `restrict_to` mask per head; devinterp "
         "`llc(model, dataset, observables={}, param_masks=create_param_masks(model, \"l0h1\"), "
         "...)` with its default per-token cross-entropy, one call per head per checkpoint. "
         "devinterp's λ̂ here is over its draws (its `llc_mean`, which also averages the burn-in "
@@ -564,7 +557,8 @@ def report(raw: dict) -> str:
         "| computation | wall s | CPU s | devinterp / slt, wall (CPU) |",
         "|---|---|---|---|",
         f"| devinterp 2.0.1, {len(parts) * count} `llc` calls | {di_wall:.1f} | {di_cpu:.1f} | 1 |",
-        f"| slt, {count} `llc_table` calls ({len(parts)} heads each) | {slt_wall:.2f} | "
+        f"| slt, {raw.get('slt_call', f'{count} `llc_table` calls ({len(parts)} heads each)')}"
+        f" | {slt_wall:.2f} | "
         f"{slt_cpu:.2f} | **{wall_ratio:.1f}× ({cpu_ratio:.1f}×)** |",
         "",
         f"Per chain-step (one minibatch gradient of {config['batch_size']} sequences × "
