@@ -103,5 +103,7 @@ def run() -> str:
 if __name__ == "__main__":
     if len(sys.argv) >= 2 and sys.argv[1] == "CHILD":
         print(json.dumps(_child(int(sys.argv[2]) if len(sys.argv) > 2 else SEQUENCES)))
+    elif len(sys.argv) == 3 and sys.argv[1] == "REPORT":  # a CHILD's JSON line, saved
+        print(report(json.loads(Path(sys.argv[2]).read_text().strip().splitlines()[-1])))
     else:
         print(run())

@@ -77,7 +77,7 @@ def test_chunks_cover_every_example_once():
     def values(scale, batch):
         return scale * batch["x"] + batch["y"].sum(1)
 
-    for chunk_size in (1, 3, 4, 9, 10, 11):
+    for chunk_size in (1, 3, 10, 11):
         np.testing.assert_array_equal(per_example_in_chunks(values, 2.0, data, chunk_size),
                                       values(2.0, data))
 
