@@ -14,7 +14,7 @@ model library `slt.models`, the exact answers `slt.truth`, natural-gradient trai
 `slt.validation`), `Interrupted` and `CheckpointError` (stopped and resumed runs).
 """
 
-from slt import compile_cache, geometry, models, samplers, tokens, truth, validation
+from slt import compile_cache, geometry, models, parts, samplers, tokens, truth, validation
 from slt.estimators import (
     BICResult,
     BIFResult,
@@ -60,7 +60,7 @@ from slt.estimators.local.llc import LLCResult, llc
 from slt.estimators.local.parts import LLCTable, leaf_parts, llc_table
 from slt.estimators.local.posterior import LocalPosterior
 from slt.estimators.local.susceptibilities import DataShifts
-from slt.estimators.local.trajectory import LLCTrajectory, llc_trajectory
+from slt.estimators.local.trajectory import LLCTrajectory, PartsTrajectory, llc_trajectory
 from slt.fit import FitResult, MAPFit, fit_map
 from slt.fit.natural_gradient import NaturalGradientResult, natural_gradient_fit
 from slt.geometry import (
@@ -97,6 +97,7 @@ __all__ = [
     "LocalPosterior",
     "RunPlan",
     "samplers",
+    "parts",
     "BICResult",
     "BIFResult",
     "CheckpointError",
@@ -133,6 +134,7 @@ __all__ = [
     "LLCResult",
     "LLCTable",
     "LLCTrajectory",
+    "PartsTrajectory",
     "Problem",
     "fisher_information",
     "fisher_scan",

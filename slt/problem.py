@@ -35,6 +35,7 @@ from numpyro.distributions.distribution import validation_enabled
 
 from slt import tokens as token_problems
 from slt.chunks import default_chunk_size, per_example_in_chunks
+from slt.modules import FixedLeaves, held_fixed, sampled_part, whole
 from slt.precision import at_full_precision
 from slt.prediction import LIKELIHOODS, Prediction, leaf_names
 from slt.validation import (
@@ -193,6 +194,7 @@ class Problem:
                 at_full_precision(self._per_example_loglik), params, batch, chunk_size),
             static_argnames="chunk_size")
         self._traced_constrain = jax.jit(at_full_precision(self._constrain_sites))
+        self._fixed: FixedLeaves | None = None  # an Equinox module's non-weights (`_from_loss`)
         self.data = data
         self.n = n
         if x64 is not None:
@@ -230,6 +232,9 @@ class Problem:
             -log p(y_i | x_i, w) **with** its constants (for Gaussian noise of scale s:
             (y - f(x))^2 / (2 s^2) + log(s) + log(2 pi)/2). Must be pure and jittable.
           params: the trained parameters (any pytree of float arrays); fixes the structure.
+            An Equinox module is taken whole: its float arrays are the parameters, its other
+            leaves (activations, flags, integer buffers) held fixed, and `nll_fn` and every
+            estimator receive modules (`slt.modules`).
           data: dict of arrays with a shared leading example axis.
           log_prior: optional `log_prior(params) -> scalar`. Without it the prior is flat
             (`log_prior` returns 0 and `has_prior` is False).
@@ -248,7 +253,7 @@ class Problem:
         arrays, n = _validate_data(data, x64)
         require_callable("nll_fn", nll_fn)
         require_callable("log_prior", log_prior, optional=True)
-        require_finite_tree(params, "params", low_precision=True)
+        require_finite_tree(sampled_part(params, held_fixed(params)), "params", low_precision=True)
         return cls._from_validated_loss(nll_fn, params, arrays, n, log_prior, x64,
                                         chunk_size=chunk_size)
 
@@ -261,20 +266,28 @@ class Problem:
         self.model = None
         self.model_kwargs = {}
         self.prediction = prediction
-        in_model_dtypes = _to_model_dtypes(params)
-        self._nll_fn = lambda params, batch: nll_fn(in_model_dtypes(params), batch)
-        self._log_prior_fn = (None if log_prior is None
-                              else lambda params: log_prior(in_model_dtypes(params)))
+        fixed = held_fixed(params)
+        sampled = sampled_part(params, fixed)
+        in_model_dtypes = _to_model_dtypes(sampled)
+        # functions of the sampled leaves only: a module's functions and flags are constants
+        self._nll_fn = lambda weights, batch: nll_fn(whole(in_model_dtypes(weights), fixed),
+                                                     batch)
+        self._log_prior_fn = (None if log_prior is None else lambda weights: log_prior(
+            whole(in_model_dtypes(weights), fixed)))
         self._traced_log_prior = (None if self._log_prior_fn is None
                                   else jax.jit(at_full_precision(self._log_prior_fn)))
         self._transforms = None
-        params = jax.tree_util.tree_map(_at_least_float32, params)
-        self._setup(jax.tree_util.tree_map(jnp.zeros_like, params), arrays, n, x64)
-        self.reference_params = params
-        self.site_names = leaf_names(params)
+        promoted = jax.tree_util.tree_map(_at_least_float32, sampled)
+        self._setup(jax.tree_util.tree_map(jnp.zeros_like, promoted), arrays, n, x64)
+        self._fixed = fixed
+        low_precision = any(jnp.result_type(leaf) != jnp.result_type(kept) for leaf, kept in zip(
+            jax.tree_util.tree_leaves(sampled), jax.tree_util.tree_leaves(promoted), strict=True))
+        self.reference_params = whole(promoted, fixed) if low_precision else params
+        self.site_names = leaf_names(sampled)
         self.observed_site_names = ()
         self.exchangeable = ()
-        returned = call_naming_shapes(lambda: jax.eval_shape(self._nll_fn, params, arrays),
+        params = self.reference_params
+        returned = call_naming_shapes(lambda: jax.eval_shape(self._nll_fn, promoted, arrays),
                                       "nll_fn(params, data)", arrays)
         if getattr(returned, "shape", None) != (n,):
             raise InputError(f"nll_fn must return one value per example, shape ({n},); got "
@@ -352,7 +365,7 @@ class Problem:
           3.2958
         """
         require_callable("logits_fn", logits_fn)
-        require_finite_tree(params, "params", low_precision=True)
+        require_finite_tree(sampled_part(params, held_fixed(params)), "params", low_precision=True)
         arrays, n = _validate_data(token_problems.token_data(tokens, loss_mask), x64)
         token_problems.check_logits(logits_fn, params, arrays)
         require_callable("log_prior", log_prior, optional=True)
@@ -425,7 +438,7 @@ class Problem:
                                 else 1.0, x, y)
         arrays, n = _validate_data(data, x64)
         require_callable("log_prior", log_prior, optional=True)
-        require_finite_tree(params, "params")
+        require_finite_tree(sampled_part(params, held_fixed(params)), "params")
         prediction.check(params, arrays)
         return cls._from_validated_loss(prediction.nll, params, arrays, n, log_prior, x64,
                                         prediction)
@@ -453,6 +466,7 @@ class Problem:
         64-bit JAX is on and the model holds float64 constants; float64 parameters give
         float64 values from float32 data, as Laplace and the geometry need).
         """
+        params = self.sampled_part(params)
         self._check_params(params)
         value = self._traced_loglik(params, batch, chunk_size=self.chunk_size)
         return value.astype(_float_dtype(params))
@@ -466,6 +480,7 @@ class Problem:
     def log_prior(self, params: Params) -> jax.Array:
         """log prior density of the unconstrained parameters, log-Jacobian included (in the
         float dtype of `params`, as `loglik`)."""
+        params = self.sampled_part(params)
         self._check_params(params)
         if self.model is None:
             if self._log_prior_fn is None:
@@ -511,16 +526,26 @@ class Problem:
         the trained parameters (those are `reference_params`).
         """
         flat = jax.random.uniform(key, (self.dim,), self.dtype, -radius, radius)
-        return self._unravel(flat)
+        return self.unravel(flat)
 
     def ravel(self, params: Params) -> jax.Array:
-        """Flatten a parameter pytree into a vector of length `dim` (bfloat16 and float16
-        parameters as float32: chains move in at least float32)."""
-        return _at_least_float32(ravel_pytree(params)[0])
+        """Flatten a parameter pytree into a vector of length `dim` (an Equinox module: its
+        float arrays, `slt.modules`; bfloat16 and float16 parameters as float32: chains move in
+        at least float32)."""
+        return _at_least_float32(ravel_pytree(self.sampled_part(params))[0])
 
     def unravel(self, flat: jax.Array) -> Params:
-        """Inverse of `ravel`."""
-        return self._unravel(flat)
+        """Inverse of `ravel` (an Equinox module comes back whole, its other leaves fixed)."""
+        return whole(self._unravel(flat), self._fixed)
+
+    def sampled_part(self, params: Params) -> Params:
+        """The leaves of `params` that are parameters: all of them, but for a problem built
+        from an Equinox module only its float arrays (the others None, `slt.modules`).
+
+        Raises:
+          InputError: a module's params not shaped like the module the problem holds.
+        """
+        return sampled_part(params, self._fixed)
 
     def take(self, indices: jax.Array, data: Batch | None = None) -> Batch:
         """The batch of examples at `indices` (along the example axis) of `data` (default:

@@ -37,9 +37,16 @@ the customary suffix), atomically. Its root group holds
   it (numpy scalar, array, tuple, list, dict with string keys, `fractions.Fraction`, nested
   result dataclass or NamedTuple, pandas DataFrame, ArviZ `ELPDData`, xarray Dataset /
   DataArray, ArviZ InferenceData);
-* one variable per numpy or JAX array, named after its field path (e.g. ``loss_trace``,
-  ``run.betas``, ``wbic_results.0.nll``) with dimensions ``<name>#0``, ``<name>#1``, ...
-  Arrays keep their dtype (bool, integer, float, str) exactly; JAX arrays load as JAX arrays.
+* the numeric and boolean arrays packed by dtype: one flat variable per dtype
+  (``slt_buffer.float64``, ``slt_buffer.int32``, ...) holding every array of that dtype one
+  after another, each array's manifest entry giving its variable, offset and shape. NetCDF
+  costs time per variable, growing with how many the file holds (a variable per array made a
+  trajectory of 8 parts x 10 checkpoints, 409 arrays, take 4.6 s to save and 12 s to load),
+  so a result of thousands of arrays saves and loads as fast as one of a few. String arrays
+  are one variable each, named after their field path (e.g. ``run.names``) with dimensions
+  ``<name>#0``, ``<name>#1``, ..., as every array was before format version 4 (such files
+  load as before). Arrays keep their dtype (bool, integer, float, str) and shape exactly;
+  JAX arrays load as JAX arrays.
 * checksums: the CRC-32 of every array (its values and shape) in its manifest entry, of every
   subgroup variable in the subgroup's entry, and of the manifest in the root attribute
   ``slt_manifest_crc32``. `load` verifies them, so a file whose data bytes were overwritten
@@ -110,9 +117,11 @@ FORMAT = "slt-result"
 # Version 1: the layout described in the module docstring. Version 2: the same layout, with
 # the result fields renamed to the one vocabulary of docs/glossary.md (`RENAMED_FIELDS`).
 # Version 3: FisherResult's standard_error and num_samples renamed std_error and num_draws.
+# Version 4: the numeric and boolean arrays packed into one flat variable per dtype (module
+# docstring); earlier files, one variable per array, load as before.
 # Raise it when a change would make older readers misread a file; a reader refuses versions
 # above its own.
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 # Fields renamed by a format version: {version: {class: {old name: new name}}}, the classes
 # under their current names (`MOVED_MODULES` applied). A record (dataclass or NamedTuple) in a
 # file written before that version has its old names mapped to the new ones when it is
@@ -355,7 +364,7 @@ def save(result: Any, path: str | os.PathLike, *, overwrite: bool = False) -> Pa
     encoder = _Encoder()
     manifest = encoder.encode(result, "")
     root = xr.Dataset(
-        {**encoder.arrays, MANIFEST: xr.Variable((), json.dumps(manifest))},
+        {**encoder.variables(), MANIFEST: xr.Variable((), json.dumps(manifest))},
         attrs={"slt_format": FORMAT, "slt_format_version": FORMAT_VERSION,
                "slt_class": _class_name(type(result)),
                MANIFEST_CHECKSUM: _checksum(json.dumps(manifest))},
@@ -462,12 +471,23 @@ class _Encoder:
         self.arrays: dict[str, xr.Variable] = {}
         self.groups: dict[str, xr.Dataset] = {}
         self._seen: dict[int, int] = {}  # id(dataclass instance) -> its reference number
+        # the numeric and boolean arrays, flattened, by their buffer variable's name
+        self._buffers: dict[str, list[np.ndarray]] = {}
+        self._buffer_names: dict[str, str] = {}  # dtype.str -> the buffer variable's name
+        self._buffer_sizes: dict[str, int] = {}
+
+    def variables(self) -> dict[str, xr.Variable]:
+        """The root group's variables: the string arrays, and one flat buffer per dtype."""
+        buffers = {name: xr.Variable([f"{name}#0"], np.concatenate(parts))
+                   for name, parts in self._buffers.items()}
+        return {**self.arrays, **buffers}
 
     def _name(self, path: str) -> str:
         """A variable or group name from a field path, unique in the file."""
         base = re.sub(r"[^\w.=+-]", "_", path) or "value"
         name, suffix = base, 1
-        while name in self.arrays or name in self.groups or name == MANIFEST:
+        while (name in self.arrays or name in self.groups or name in self._buffers
+               or name == MANIFEST):
             name, suffix = f"{base}~{suffix}", suffix + 1
         return name
 
@@ -537,10 +557,23 @@ class _Encoder:
                 f"cannot save {path.lstrip('.')}: arrays of dtype {array.dtype} are not "
                 "supported (bool, integer, float or str only)"
             )
+        entry = {"dtype": array.dtype.str, "jax": isinstance(value, jax.Array),
+                 "crc32": _checksum(array)}
+        if array.dtype.kind in "biuf":
+            key = array.dtype.str
+            if key not in self._buffer_names:
+                name = self._name(f"slt_buffer.{array.dtype.name}")
+                self._buffer_names[key], self._buffers[name] = name, []
+                self._buffer_sizes[name] = 0
+            name = self._buffer_names[key]
+            offset = self._buffer_sizes[name]
+            self._buffers[name].append(array.ravel())
+            self._buffer_sizes[name] += array.size
+            return {"type": "array", "buffer": name, "offset": offset,
+                    "shape": list(array.shape), **entry}
         name = self._name(path.lstrip("."))
         self.arrays[name] = xr.Variable([f"{name}#{i}" for i in range(array.ndim)], array)
-        return {"type": "array", "var": name, "dtype": array.dtype.str,
-                "jax": isinstance(value, jax.Array), "crc32": _checksum(array)}
+        return {"type": "array", "var": name, **entry}
 
     def _frame(self, frame: pd.DataFrame, path: str) -> dict:
         for axis in (frame.index, frame.columns):
@@ -575,6 +608,7 @@ class _Decoder:
     def __init__(self, path: Path, root: xr.Dataset, version: int = FORMAT_VERSION):
         self.path, self.root, self.version = path, root, version
         self._objects: dict[int, Any] = {}
+        self._buffers: dict[str, np.ndarray] = {}  # the packed arrays' variables, read once
 
     def decode(self, node: Any) -> Any:
         if not isinstance(node, dict):
@@ -623,8 +657,18 @@ class _Decoder:
         return dataset
 
     def _array(self, node: dict):
-        array = np.asarray(self.root[node["var"]].values).astype(np.dtype(node["dtype"]))
-        _verify(node.get("crc32"), array, f"the array {node['var']!r}")
+        if "buffer" in node:  # format version 4: a slice of its dtype's buffer
+            name = node["buffer"]
+            if name not in self._buffers:
+                self._buffers[name] = np.asarray(self.root[name].values)
+            size = int(np.prod(node["shape"], dtype=np.int64))
+            flat = self._buffers[name][node["offset"]:node["offset"] + size]
+            array = flat.astype(np.dtype(node["dtype"])).reshape(node["shape"])
+            where = f"the array at {name}[{node['offset']}:{node['offset'] + size}]"
+        else:
+            array = np.asarray(self.root[node["var"]].values).astype(np.dtype(node["dtype"]))
+            where = f"the array {node['var']!r}"
+        _verify(node.get("crc32"), array, where)
         return jnp.asarray(array) if node["jax"] else array
 
     def _record(self, node: dict) -> Any:

@@ -330,7 +330,9 @@ def require_params(problem: Any, params: Any, name: str = "params") -> Any:
                 f"{name}{jax.tree_util.keystr(path)} has shape {np.shape(leaf)}; the model "
                 f"needs {np.shape(template)} (unconstrained coordinates)"
             )
-    return require_finite_tree(params, name, low_precision=True)
+    # an Equinox module's weights; bfloat16 / float16 too (Problem.ravel moves them to float32)
+    require_finite_tree(problem.sampled_part(params), name, low_precision=True)
+    return params
 
 
 def require_data(data: Any) -> tuple[dict[str, np.ndarray], int]:

@@ -239,9 +239,7 @@ REFUSING = {
     "wbic beta": (lambda p, v: slt.wbic(p, jax.random.key(0), beta=v, progress=False), "beta"),
     "fisher chunk_size": (lambda p, v: slt.fisher_information(p, {"w": np.ones(2)},
                                                               chunk_size=v), "chunk_size"),
-    "llc_trajectory checkpoints_per_run": (
-        lambda p, v: slt.llc_trajectory(p, [{"w": jnp.ones(2)}], jax.random.key(0),
-                                        checkpoints_per_run=v, **SHORT), "checkpoints_per_run"),
+    "RunPlan max_chains": (lambda p, v: slt.RunPlan(max_chains=v), "max_chains"),
     "llc_trajectory calibrate_at": (
         lambda p, v: slt.llc_trajectory(p, [{"w": jnp.ones(2)}], jax.random.key(0),
                                         calibrate_at=v, **SHORT), "calibrate_at"),

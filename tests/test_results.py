@@ -101,7 +101,11 @@ def results():
                           parts={"w1": {"w": np.array([True, False])}}, **short)
         trajectory = llc_trajectory(problem, {0: problem.init(jax.random.key(10)),
                                               100: fit.params},
-                                    jax.random.key(11), checkpoints_per_run=1, **short)
+                                    jax.random.key(11), sampler=short["sampler"],
+                                    plan=dataclasses.replace(plan, max_chains=plan.num_chains))
+        by_part = llc_trajectory(problem, [fit.params], jax.random.key(15),
+                                 {"w1": {"w": np.array([True, False])},
+                                  "w2": {"w": np.array([False, True])}}, **short)
         observing = {"sampler": SGLD(step_size=1e-4, mala_every=0), "plan": plan}
         kernel = loss_kernel(problem, fit.params, jax.random.key(12), np.arange(3), **observing)
         influence = bif(problem, fit.params, jax.random.key(13), np.array([0, 1]),
@@ -114,7 +118,7 @@ def results():
     base = {"pi": 0.5, "mu": 1.0, "sigma": 1.0}
     found = [
         *comparison.results["d=2"].values(), comparison, local, calibration, table, trajectory,
-        kernel, influence, response,
+        by_part, kernel, influence, response,
         fisher_information(mixture, base),
         fisher_information(mixture, base, key=jax.random.key(4),
                            request=FisherRequest(kind="monte_carlo", num_draws=64)),
@@ -139,7 +143,7 @@ def results():
 EXPECTED = [
     "FitResult", "BICResult", "LaplaceResult", "RLCTResult", "WBICResult", "FreeEnergyResult",
     "ComparisonResult", "LLCResult", "CalibrationResult", "LLCTable", "LLCTrajectory",
-    "LossKernelResult", "BIFResult", "SusceptibilityResult",
+    "PartsTrajectory", "LossKernelResult", "BIFResult", "SusceptibilityResult",
     "FisherResult",
     "FisherResult.monte_carlo", "FisherScan", "FisherScan.exact", "SBICResult",
     "LanczosSpectrum", "FisherSummary",
@@ -405,6 +409,21 @@ def test_foreign_corrupt_and_newer_files_are_refused_clearly(results, tmp_path):
         load(truncated)
 
 
+def test_arrays_are_packed_into_one_variable_per_dtype(results, tmp_path):
+    """A (checkpoint x part) trajectory holds six arrays per (checkpoint, part), hundreds in
+    a real one; the file holds one variable per dtype (NetCDF's cost grows with its
+    variables: slt.results), and each array comes back from its slice with its dtype and
+    shape."""
+    result = results["PartsTrajectory"]
+    saved = result.save(tmp_path / "parts.nc")
+    with xr.open_dataset(saved, engine="h5netcdf") as root:
+        names = set(root.variables)
+        arrays = str(root["slt_manifest"].values.item()).count('"type": "array"')
+    assert arrays >= 12 and len(names) <= 4, (arrays, names)
+    assert {"slt_manifest", "slt_buffer.float64"} <= names
+    assert_same(load(saved), result, "PartsTrajectory")
+
+
 def _overwrite_bytes(path, variable):
     """Flip 8 bytes of `variable`'s stored values ("group/name" in a subgroup), leaving
     HDF5's headers intact: damage that HDF5 itself does not detect."""
@@ -417,7 +436,7 @@ def _overwrite_bytes(path, variable):
         handle.write(damaged)
 
 
-@pytest.mark.parametrize("name,variable", [("LLCResult", "loss_trace"),
+@pytest.mark.parametrize("name,variable", [("LLCResult", "slt_buffer.float64"),
                                            ("FisherScan", "dataset/loss")])
 def test_overwritten_array_bytes_are_refused_on_load(results, tmp_path, name, variable):
     saved = results[name].save(tmp_path / "result.nc")

@@ -119,3 +119,37 @@ def plot_llc_trajectory(trajectory, *, reference=None, axes=None):
     loss_axis.set(xlabel="training step", ylabel="L_n(w*)")
     fig.tight_layout()
     return fig
+
+
+def plot_parts_trajectory(trajectory, *, axes=None):
+    """Top: lambda_hat (+-2 standard errors) of every part of a `PartsTrajectory` against the
+    training step, one line each (log x axis when the steps are positive; checkpoints with
+    warnings marked x). Bottom: L_n(w*) at the checkpoints. Returns the figure."""
+    if axes is None:
+        fig, axes = plt.subplots(2, 1, figsize=(8, 6), sharex=True,
+                                 gridspec_kw={"height_ratios": [3, 2]})
+    else:
+        fig = axes[0].figure
+    llc_axis, loss_axis = axes
+    steps = trajectory.steps
+    for index, (part, along) in enumerate(zip(trajectory.parts, trajectory.trajectories,
+                                              strict=True)):
+        color = f"C{index % 10}"
+        llc_axis.errorbar(steps, along.llc_means, yerr=2 * along.std_errors, fmt="o-", ms=3,
+                          lw=1, capsize=2, color=color, label=part)
+        flagged = np.array([bool(result.warnings) for result in along.results])
+        if flagged.any():
+            llc_axis.scatter(steps[flagged], along.llc_means[flagged], marker="x", color="k",
+                             s=30, zorder=4)
+    llc_axis.set(ylabel="λ̂ (±2 se)", title="local learning coefficient of each part "
+                 "along training (x: warnings)")
+    llc_axis.legend(fontsize=7, ncol=max(1, len(trajectory.parts) // 8))
+    losses = trajectory.trajectories[0].losses
+    loss_axis.plot(steps, losses, "o-", ms=3, lw=1, color="k")
+    if np.all(losses > 0):
+        loss_axis.set_yscale("log")
+    if np.all(steps > 0):
+        loss_axis.set_xscale("log")
+    loss_axis.set(xlabel="training step", ylabel="L_n(w*)")
+    fig.tight_layout()
+    return fig

@@ -274,6 +274,10 @@ class RunPlan:
         the local posterior's expected width (`slt.estimators.local.center`), so that chains
         which have not mixed disagree and the diagnostics see it; "center": every chain
         starts at w* (the earlier behaviour).
+      max_chains: `slt.llc_trajectory` runs the chains of at most this many (checkpoint,
+        part, chain) triples in one program, whole checkpoints at a time (at least one);
+        None (the default): as many checkpoints as fit in 2 GiB. The numbers do not depend
+        on it (every checkpoint draws from its own key).
     """
 
     num_chains: int = 4
@@ -286,6 +290,7 @@ class RunPlan:
     progress: bool = True
     observe_every: int = 1
     start: str = "dispersed"
+    max_chains: int | None = None
 
     def __post_init__(self):
         for name, minimum in (("num_chains", 1), ("num_warmup", 0), ("num_samples", 1),
@@ -302,6 +307,8 @@ class RunPlan:
                              "a file path or None")
         set_field(self, "progress", require_bool("progress", self.progress))
         require_one_of("start", self.start, STARTS)
+        if self.max_chains is not None:
+            set_field(self, "max_chains", require_int("max_chains", self.max_chains, minimum=1))
 
     @property
     def adaptive(self) -> bool:

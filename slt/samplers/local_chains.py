@@ -46,7 +46,11 @@ and resume them. Without observables the program is the one it was before (bitwi
 numbers).
 
 Randomness: chain c uses `fold_in(split(key, num_chains)[c], step)`, so the draws do not
-depend on chunking or on the number of devices.
+depend on chunking or on the number of devices. With per-part keys (`ChainTargets.keys`)
+the c-th chain of part p uses `split(keys[p], chains per part)[c]` and its start offset is
+drawn from `keys[p]` alone: a part's chains are then the same whatever parts run beside it,
+and a part given the run's own key is the run of that part alone (`llc_table`,
+`llc_trajectory`: their numbers equal separate calls with the same key).
 
 Checkpoints (`slt.samplers.checkpoint`): with `checkpoint=path`, the positions, RMSprop state
 and divergence flags of every chain, the traces so far and the number of chunks done are
@@ -225,6 +229,9 @@ class ChainTargets(NamedTuple):
       the flat parameters: each chain starts at its centre plus independent N(0, scale^2)
       offsets in the coordinates it samples (`slt.estimators.local.center`), drawn from
       `fold_in(key, START_STREAM)`, a stream apart from the chains' own.
+    keys: None (the run's key is split over all chains of all parts), or one PRNG key per
+      part (a key array (P,)): each part's chains and start offsets draw from its own key
+      only, as if it ran alone (module doc, "Randomness").
     """
 
     step_size: np.ndarray
@@ -234,6 +241,7 @@ class ChainTargets(NamedTuple):
     center_of_part: np.ndarray | None = None
     mask: np.ndarray | None = None
     start_scale: np.ndarray | None = None
+    keys: jax.Array | None = None
 
     @property
     def num_parts(self) -> int:
@@ -343,14 +351,17 @@ def run_chains(
         config = config._replace(num_chains=2 * config.num_chains)
         per_chain = _with_twins(per_chain)
         scale = None if scale is None else jnp.concatenate([scale, scale])
-    chain_keys = jax.random.split(key, config.num_chains)
-    starts = _starts(key, centers[per_chain[3]], scale, per_chain[4])
+    chain_keys, start_noise = _randomness(key, targets.keys, config.num_chains,
+                                          plan.num_chains, centers.shape[1], dtype,
+                                          needed=scale is not None)
+    starts = _starts(centers[per_chain[3]], scale, per_chain[4], start_noise)
     observed = () if observables is None else (
         _observation_arguments(observables, dtype, plan.num_warmup, num_steps),)
     store = Checkpoint(
         checkpoint, "run_chains", **{name: value for name, value in config._asdict().items()
                                      if name != "sampler"},
         algorithm=repr(config.sampler), num_steps=num_steps, key=key,
+        **({"part_keys": targets.keys} if targets.keys is not None else {}),
         center=centers if several else centers[0], step_size=per_chain[0], gamma=per_chain[1],
         nbeta=per_chain[2],
         reference_loss=center_full_loss if several else float(center_full_loss[0]),
@@ -452,13 +463,42 @@ def _extrapolated(values):
     return 2 * values[:half] - values[half:]
 
 
-def _starts(key, positions, scale, masks):
-    """Where the chains start: their centres `positions` (num_chains, d), plus N(0, scale^2)
-    offsets in the coordinates they sample (`ChainTargets.start_scale`; None: the centres)."""
+def _randomness(key, part_keys, num_chains: int, chains_per_part: int, dim: int, dtype,
+                *, needed: bool):
+    """Every chain's PRNG key and its standard normal start offset ((num_chains, d); None
+    when not `needed`), in the chains' order (twins: the eps / 2 chains of every part, then
+    the eps chains).
+
+    Without `part_keys`: `split(key, num_chains)` and one normal draw from
+    fold_in(key, START_STREAM). With them (one per part): part p's chains take
+    `split(part_keys[p], its chains)` and a normal draw from fold_in(part_keys[p],
+    START_STREAM), laid out as above, so that one part given `key` draws what a run of that
+    part alone draws."""
+    def draws(one_key, count):
+        keys = jax.random.split(one_key, count)
+        noise = jax.random.normal(jax.random.fold_in(one_key, START_STREAM), (count, dim),
+                                  dtype) if needed else None
+        return keys, noise
+
+    if part_keys is None:
+        return draws(key, num_chains)
+    num_parts = part_keys.shape[0]
+    twins = num_chains // (num_parts * chains_per_part)
+    keys, noise = jax.vmap(functools.partial(draws, count=twins * chains_per_part))(part_keys)
+
+    def in_chain_order(values):  # (part, twin x chain, ...) -> (twin, part, chain, ...) flat
+        values = values.reshape(num_parts, twins, chains_per_part, *values.shape[2:])
+        return jnp.swapaxes(values, 0, 1).reshape(num_chains, *values.shape[3:])
+
+    return in_chain_order(keys), None if noise is None else in_chain_order(noise)
+
+
+def _starts(positions, scale, masks, noise):
+    """Where the chains start: their centres `positions` (num_chains, d), plus offsets
+    scale * noise in the coordinates they sample (`ChainTargets.start_scale`; None: the
+    centres; `noise`: standard normal, `_randomness`)."""
     if scale is None:
         return positions
-    noise = jax.random.normal(jax.random.fold_in(key, START_STREAM), positions.shape,
-                              positions.dtype)
     return positions + jnp.where(masks, scale * noise, 0.0)
 
 

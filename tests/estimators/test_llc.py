@@ -278,7 +278,8 @@ def test_auto_step_size_repeats_a_run_that_diverged(monkeypatch):
     dim, nbeta = 20, 50.0
     monkeypatch.setattr(llc_module, "llc_calibrate",
                         lambda *args, **kwargs: SimpleNamespace(step_size=4.02 / nbeta,
-                                                                num_warmup=200, gradients=0))
+                                                                gamma=0.0, num_warmup=200,
+                                                                gradients=0))
     result = slt.llc(
         _gaussian_problem(dim), {"w": jnp.zeros(dim)}, jax.random.key(13),
         posterior=LocalPosterior(gamma=0.0, nbeta=nbeta),

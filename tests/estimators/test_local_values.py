@@ -23,7 +23,10 @@ keyword-argument API at commit db8932c (before the redesign), by this script:
                              step_size=1e-3, **base)
 
 (float64, as every test runs). Each case below makes the same call through the values and
-must give the same numbers to the last bit.
+must give the same numbers to the last bit. The table's parts were recorded too, when every
+part's chains took their keys from one split of the run's key; since each part draws from the
+run's key itself (so that a part's numbers do not depend on the parts beside it) the table is
+checked against each part run alone instead, and its recorded traces were dropped.
 """
 
 import inspect
@@ -86,17 +89,31 @@ def test_llc_draws_are_bitwise_those_of_the_keyword_api(recorded, name):
     _same(reference, name, result)
 
 
-def test_table_and_kernel_draws_are_bitwise_those_of_the_keyword_api(recorded):
-    problem, params, reference = recorded
+def test_table_parts_draw_what_each_part_alone_draws(recorded):
+    problem, params, _ = recorded
     sampler = SGLD(step_size=1e-3, batch_size=64)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         table = slt.llc_table(problem, params, jax.random.key(15), sampler=sampler,
-                              plan=_plan())
+                              plan=_plan(start="dispersed"))
+        for name, mask in slt.leaf_parts(params).items():
+            alone = slt.llc(problem, params, jax.random.key(15), sampler=sampler,
+                            posterior=slt.LocalPosterior(restrict_to=mask),
+                            plan=_plan(start="dispersed"))
+            # the same random numbers; the draws equal up to the rounding of a program
+            # vmapped over more chains (XLA may sum in another order)
+            np.testing.assert_allclose(table[name].loss_trace, alone.loss_trace, rtol=1e-12)
+            np.testing.assert_allclose(table[name].distance_trace, alone.distance_trace,
+                                       rtol=1e-12)
+
+
+def test_kernel_draws_are_bitwise_those_of_the_keyword_api(recorded):
+    problem, params, reference = recorded
+    sampler = SGLD(step_size=1e-3, batch_size=64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         kernel = slt.loss_kernel(problem, params, jax.random.key(16), np.arange(5),
                                  sampler=sampler, plan=_plan())
-    for name, result in zip(table.parts, table.results, strict=True):
-        _same(reference, f"table_{name}", result)
     np.testing.assert_array_equal(kernel.covariance, reference["kernel/covariance"])
     np.testing.assert_array_equal(kernel.loss_gain, reference["kernel/loss_gain"])
 

@@ -19,7 +19,7 @@ from slt.estimators.local.susceptibilities import (
     SusceptibilityResult,
     susceptibilities,
 )
-from slt.estimators.local.trajectory import LLCTrajectory, llc_trajectory
+from slt.estimators.local.trajectory import LLCTrajectory, PartsTrajectory, llc_trajectory
 
 __all__ = [
     "BIFResult",
@@ -29,6 +29,7 @@ __all__ = [
     "LLCResult",
     "LLCTable",
     "LLCTrajectory",
+    "PartsTrajectory",
     "LocalPosterior",
     "LossKernelResult",
     "SusceptibilityResult",

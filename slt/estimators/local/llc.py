@@ -27,11 +27,12 @@ from typing import NamedTuple
 
 import arviz as az
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from slt.estimators.local.calibration import llc_calibrate
+from slt.estimators.local.calibration import CalibrationResult, llc_calibrate
 from slt.estimators.local.center import (
     MinimumCheck,
     measure_center,
@@ -59,7 +60,7 @@ from slt.samplers.local_chains import (
 )
 from slt.validation import warn_caller
 
-__all__ = ["LLCResult", "LocalPart", "LocalRun", "llc", "local_runs"]
+__all__ = ["LLCResult", "LocalPart", "LocalRun", "PartSettings", "llc", "local_runs"]
 
 # step_size="auto" repeats a run whose temperature exceeds 1 by this (and a standard error).
 HOT_TEMPERATURE = 0.1
@@ -332,12 +333,12 @@ def llc(
     if calibrates(sampler):
         calibration_key, key = jax.random.split(key)
         calibrations = [(params, posterior.restrict_to, calibration_key)]
-    step_sizes, plan, notes, spent = chosen_step_sizes(problem, posterior, sampler, plan,
-                                                       calibrations)
-    ((result, _),) = local_runs(problem, [params], [LocalPart(0, mask, step_sizes[0])], key,
+    (chosen,), plan, notes = chosen_settings(problem, posterior, sampler, plan, calibrations)
+    ((result, _),) = local_runs(problem, [params],
+                                [LocalPart(0, mask, chosen.step_size, chosen.gamma)], key,
                                 LocalRun(posterior, sampler, plan), description="llc",
                                 notes=notes)
-    return replace(result, gradients=result.gradients + spent[0])
+    return replace(result, gradients=result.gradients + chosen.gradients)
 
 
 class LocalRun(NamedTuple):
@@ -355,22 +356,35 @@ def calibrates(sampler: Sampler) -> bool:
     return isinstance(sampler, SGLD) and sampler.calibration is not None
 
 
-def chosen_step_sizes(problem: Problem, posterior: LocalPosterior, sampler: Sampler,
-                      plan: RunPlan, calibrations: list
-                      ) -> tuple[list[float], RunPlan, tuple[str, ...], list[int]]:
-    """The step size of every part, the plan, the notes for the results, and the gradients
-    each part's calibration spent (`CalibrationResult.gradients`).
+class PartSettings(NamedTuple):
+    """The step size and gamma one part's chains run at, and what choosing them cost: the
+    per-example gradients of its calibration (`CalibrationResult.gradients`; 0 when given)
+    and the calibration itself (None when the step size was given)."""
 
-    SGLD with a numeric step: that step for every part. SGLD calibrating: `llc_calibrate`
-    for every (params, restrict_to, key) of `calibrations` (one per part), and the plan's
-    warmup raised to the longest the calibrations' chains needed to settle (with a note).
-    An exact sampler: its fixed step, or with "auto" the first guess 1 / (n beta) that its
-    warmup adapts (`slt.samplers.exact`), for every part.
+    step_size: float
+    gamma: float
+    gradients: int = 0
+    calibration: CalibrationResult | None = None
+
+
+def chosen_settings(problem: Problem, posterior: LocalPosterior, sampler: Sampler,
+                    plan: RunPlan, calibrations: list
+                    ) -> tuple[list[PartSettings], RunPlan, tuple[str, ...]]:
+    """The `PartSettings` of every part, the plan, and the notes for the results.
+
+    SGLD with a numeric step: that step and the posterior's gamma for every part. SGLD
+    calibrating: `llc_calibrate` for every (params, restrict_to, key) of `calibrations` (one
+    per part; the chains' program is compiled once for all of them, the masks being its
+    runtime arguments), each part at its own chosen step size and gamma (the posterior's,
+    or with `Calibration(gammas=...)` the calibration's choice), and the plan's warmup raised
+    to the longest the calibrations' chains needed to settle (with a note). An exact sampler:
+    its fixed step, or with "auto" the first guess 1 / (n beta) that its warmup adapts
+    (`slt.samplers.exact`), for every part.
     """
     if not calibrates(sampler):
         step = sampler.step_size if sampler.step_size != "auto" else 1.0 / posterior.nbeta
-        parts = max(len(calibrations), 1)
-        return [float(step)] * parts, plan, (), [0] * parts
+        return ([PartSettings(float(step), posterior.gamma)] * max(len(calibrations), 1),
+                plan, ())
     found = [llc_calibrate(problem, params, key, posterior=replace(posterior,
                                                                     restrict_to=restrict_to),
                            sampler=sampler, progress=plan.progress)
@@ -381,28 +395,36 @@ def chosen_step_sizes(problem: Problem, posterior: LocalPosterior, sampler: Samp
         notes = (f"step_size='auto': the calibration's chains needed {needed} warmup steps to "
                  f"settle; num_warmup raised from {plan.num_warmup} to {needed}",)
         plan = replace(plan, num_warmup=needed)
-    return ([result.step_size for result in found], plan, notes,
-            [result.gradients for result in found])
+    return ([PartSettings(result.step_size, result.gamma, result.gradients, result)
+             for result in found], plan, notes)
 
 
 class LocalPart(NamedTuple):
     """One estimate of a batched local run (`local_runs`): chains around the centre with index
-    `center`, moving the weights `mask` selects (flat booleans; None: all), at `step_size`."""
+    `center`, moving the weights `mask` selects (flat booleans; None: all), at `step_size`,
+    localized by `gamma`."""
 
     center: int
     mask: np.ndarray | None
     step_size: float
+    gamma: float
 
 
 def local_runs(problem: Problem, centers: list[Params], parts: list[LocalPart],
                key: jax.Array, run: LocalRun, *, description: str, notes: tuple[str, ...] = (),
-               observables: Observables | None = None) -> list[tuple[LLCResult, ChainTrace]]:
-    """lambda_hat for several parts (centres, restrictions, step sizes) in one compiled run,
-    with each part's chains.
+               observables: Observables | None = None, center_keys: list | None = None
+               ) -> list[tuple[LLCResult, ChainTrace]]:
+    """lambda_hat for several parts (centres, restrictions, step sizes, gammas) in one
+    compiled run, with each part's chains.
 
     Every part gets `run.plan.num_chains` chains; all chains of all parts are vmapped in one
-    `run_chains` program (the centres, masks and step sizes are its runtime arguments), and
-    each part's chains are summarised on their own (`summarise_trace`). When SGLD's step size
+    `run_chains` program (the centres, masks, step sizes and gammas are its runtime
+    arguments), and each part's chains are summarised on their own (`summarise_trace`).
+    Every part draws from `key` itself, or with `center_keys` from its centre's key
+    (`ChainTargets.keys`): with a fixed plan, a part's numbers are those of a run of that
+    part alone with that key, whatever parts run beside it. (With an "auto" length every
+    part keeps its own warmup and its draws until every part is done:
+    `slt.samplers.run_length`.) When SGLD's step size
     was calibrated (`calibrates`), a part whose chains diverged or ran hot is run again at
     half its step with twice the warmup (`llc`'s docstring), and a part whose chains had not
     settled (`drifting`) at the same step with twice the warmup, all such parts together, at
@@ -426,15 +448,18 @@ def local_runs(problem: Problem, centers: list[Params], parts: list[LocalPart],
     spent = [0] * len(parts)
     measured = [measure_center(problem, center) for center in centers]
     scales = None if plan.start == "center" else [
-        start_scale(found, nbeta=posterior.nbeta, gamma=posterior.gamma) for found in measured]
+        start_scale(measured[part.center], nbeta=posterior.nbeta, gamma=part.gamma)
+        for part in parts]
     minima = [minimum_check(problem, measured[part.center], nbeta=posterior.nbeta,
-                            gamma=posterior.gamma, mask=part.mask) for part in parts]
+                            gamma=part.gamma, mask=part.mask) for part in parts]
     pending = list(range(len(parts)))
     while pending:
         trace = run_chains(
             problem, centers if len(centers) > 1 else centers[0], key,
-            _targets(problem, posterior, [parts[i] for i in pending], scales,
-                     several=len(centers) > 1),
+            _targets(problem, posterior, [parts[i] for i in pending],
+                     None if scales is None else [scales[i] for i in pending],
+                     [key if center_keys is None else center_keys[parts[i].center]
+                      for i in pending], several=len(centers) > 1),
             sampler=sampler, plan=plan, observables=observables, description=description,
         )
         num_chains = plan.num_chains
@@ -462,7 +487,7 @@ def local_runs(problem: Problem, centers: list[Params], parts: list[LocalPart],
             used_step = part.step_size if own.step_size is None else float(
                 np.median(own.step_size))
             results[index] = summarise_trace(
-                own, LocalRun(posterior, sampler, plan), used_step,
+                own, LocalRun(replace(posterior, gamma=part.gamma), sampler, plan), used_step,
                 batch_size=batch_size, notes=notes[index], gradients=spent[index],
                 sampled_weights=problem.dim if part.mask is None else int(part.mask.sum()),
                 minimum=minima[index],
@@ -474,20 +499,22 @@ def local_runs(problem: Problem, centers: list[Params], parts: list[LocalPart],
 
 
 def _targets(problem: Problem, posterior: LocalPosterior, parts: list[LocalPart],
-             scales: list[np.ndarray] | None, *, several: bool) -> ChainTargets:
+             scales: list[np.ndarray] | None, keys: list, *, several: bool) -> ChainTargets:
     """The `ChainTargets` of `parts` (one entry each) under `posterior`, the chains started
-    apart by the `start_scale` of their centre (`scales`, one per centre; None: at it)."""
+    apart by their `start_scale` (`scales`, one per part; None: at the centre), each part
+    drawing from its own key (`keys`)."""
     masks = [part.mask for part in parts]
     restricted = any(mask is not None for mask in masks)
     return ChainTargets(
         step_size=np.array([part.step_size for part in parts]),
-        gamma=np.full(len(parts), posterior.gamma),
+        gamma=np.array([part.gamma for part in parts], dtype=float),
         nbeta=np.full(len(parts), posterior.nbeta),
         include_prior=posterior.include_prior,
         center_of_part=np.array([part.center for part in parts]) if several else None,
         mask=np.stack([np.ones(problem.dim, bool) if mask is None else mask for mask in masks])
         if restricted else None,
-        start_scale=None if scales is None else np.stack([scales[part.center] for part in parts]),
+        start_scale=None if scales is None else np.stack(scales),
+        keys=jnp.stack(keys),
     )
 
 

@@ -32,7 +32,7 @@ from slt.estimators.local.llc import (
     LocalPart,
     LocalRun,
     calibrates,
-    chosen_step_sizes,
+    chosen_settings,
     local_runs,
 )
 from slt.estimators.local.posterior import LocalPosterior, check_local_run, restriction_mask
@@ -120,11 +120,14 @@ def llc_table(
         `leaf_parts(params)`, one part per leaf.
       posterior, sampler, plan: as for `slt.llc`, applied to every part (the posterior's
         restrict_to must be None: the parts are the restrictions). SGLD's step size "auto"
-        calibrates each part on its own (`llc_calibrate` with the part's mask, keys folded
-        from one calibration key) and checks each part's run as `llc` does (a part that
-        diverged or ran hot is repeated at half its step, such parts together); an exact
-        sampler adapts every chain's step during its warmup. A checkpoint file holds the
-        whole table's run.
+        calibrates each part on its own (`llc_calibrate` with the part's mask: its own step
+        size, and with `Calibration(gammas=...)` its own gamma; one compiled program serves
+        every part's sweep) and checks each part's run as `llc` does (a part that diverged
+        or ran hot is repeated at half its step, such parts together); an exact sampler
+        adapts every chain's step during its warmup. Every part draws from `key` as
+        `slt.llc(..., posterior=LocalPosterior(restrict_to=mask))` would: with a fixed
+        plan, each part's result is that call's, whatever parts run beside it. A checkpoint
+        file holds the whole table's run.
 
     Returns:
       An `LLCTable`.
@@ -165,8 +168,9 @@ def part_runs(problem: Problem, params: Params, key: jax.Array, run: LocalRun,
       run: the posterior (n beta resolved), sampler and plan (`LocalRun`).
       parts: {name: restrict_to} (a mask as `LocalPosterior`'s `restrict_to`, or None: every
         weight). With SGLD's step size "auto" each part is calibrated on its own
-        (`llc_calibrate` with its mask, keys folded from one calibration key) and the warmup
-        raised to what the calibrations needed (a note in every result's warnings).
+        (`llc_calibrate` with its mask and the calibration key `llc` would use: its step
+        size and gamma) and the warmup raised to what the calibrations needed (a note in
+        every result's warnings).
       description: the progress bar's label.
       observables: summarised along every chain (`local_runs`).
 
@@ -186,15 +190,14 @@ def part_runs(problem: Problem, params: Params, key: jax.Array, run: LocalRun,
     calibrations = [None] * len(parts)
     if calibrates(sampler):
         calibration_key, key = jax.random.split(key)
-        calibrations = [(params, part, jax.random.fold_in(calibration_key, index))
-                        for index, part in enumerate(parts.values())]
-    step_sizes, plan, notes, spent = chosen_step_sizes(problem, posterior, sampler, plan,
-                                                       calibrations)
+        calibrations = [(params, part, calibration_key) for part in parts.values()]
+    chosen, plan, notes = chosen_settings(problem, posterior, sampler, plan, calibrations)
     runs = local_runs(
         problem, [params],
-        [LocalPart(0, mask, float(step)) for mask, step in zip(masks, step_sizes, strict=True)],
+        [LocalPart(0, mask, settings.step_size, settings.gamma)
+         for mask, settings in zip(masks, chosen, strict=True)],
         key, LocalRun(posterior, sampler, plan), description=description, notes=notes,
         observables=observables,
     )
-    return [(replace(result, gradients=result.gradients + own), trace)
-            for (result, trace), own in zip(runs, spent, strict=True)]
+    return [(replace(result, gradients=result.gradients + settings.gradients), trace)
+            for (result, trace), settings in zip(runs, chosen, strict=True)]
