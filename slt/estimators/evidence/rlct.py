@@ -79,6 +79,11 @@ __all__ = [
 # beta_j = c_j / log n. Spanning a factor 16 around Watanabe's beta = 1 / log n separates the
 # 1/beta and 1/(beta log(n beta)) terms as far as they can be separated at practical n.
 DEFAULT_MULTIPLIERS = (0.25, 0.5, 1.0, 2.0, 4.0)
+# The default window must lie in MIN_N_BETA / n <= beta <= 1: beta = 1 is the posterior (the
+# tempered path ends there), and the expansion needs log(n beta) > 1 (n beta = 3: log 1.1).
+# Below n = 55 the default multipliers leave that range (4 / log 42 = 1.07; 0.25 n / log n < 3
+# below n = 45), and the window is mapped into it (`inverse_temperatures`).
+MIN_N_BETA = 3.0
 # The largest multiplicity m the fit considers by default (`rlct`, `rlct_from_draws`,
 # `ComparisonPlan`): m = 1 is the plain two-term fit of a regular model; a larger m must fit
 # significantly better to be chosen (module doc: the fit).
@@ -245,7 +250,7 @@ def rlct(
     key: jax.Array,
     *,
     fit: FitResult | None = None,
-    multipliers=DEFAULT_MULTIPLIERS,
+    multipliers=None,
     betas=None,
     max_multiplicity: int = MAX_MULTIPLICITY,
     sampler: Sampler = DEFAULT_SAMPLER,
@@ -260,7 +265,9 @@ def rlct(
       problem: model and data with a proper prior, n >= 3.
       key: PRNG key.
       fit: a fit (MLE or MAP) for n L_n(ŵ), the singular-aware estimate and BIC; optional.
-      multipliers: c_j with beta_j = c_j / log n (ignored when `betas` is given).
+      multipliers: c_j with beta_j = c_j / log n (ignored when `betas` is given); None (with
+        `betas` None): `DEFAULT_MULTIPLIERS`, mapped into 3 / n <= beta <= 1 at n < 55
+        (`inverse_temperatures`), so that the defaults run at every n >= 4.
       betas: explicit inverse temperatures, each with n beta > e (log(n beta) > 1).
       max_multiplicity: the largest m considered (1: the plain two-term fit).
       sampler: a `Tempering` value (the default, `slt.estimators.evidence.wbic.DEFAULT_SAMPLER`: one
@@ -274,8 +281,8 @@ def rlct(
     Raises:
       InputError (a ValueError, `slt.validation`): problem, key, sampler or
         max_multiplicity invalid, a beta (or multiplier) not finite and > 0, and what the
-        sampler rejects (the default tempered path reaches beta <= 1 only: with the default
-        multipliers, up to 4 / log n, that needs n >= 55).
+        sampler rejects (the tempered path reaches beta <= 1 only: multipliers c_j given
+        up to 4 need n >= 55).
       ValueError: n < 3, fewer than 3 distinct betas, n beta <= e (n too small for the
         temperatures: give larger betas).
 
@@ -303,21 +310,36 @@ def rlct(
     return result
 
 
-def inverse_temperatures(n: int, multipliers=DEFAULT_MULTIPLIERS, betas=None) -> np.ndarray:
+def inverse_temperatures(n: int, multipliers=None, betas=None) -> np.ndarray:
     """The distinct inverse temperatures beta_j = c_j / log n (or the given `betas`),
     ascending, checked.
+
+    The default (`multipliers` and `betas` None) is c_j = `DEFAULT_MULTIPLIERS`, a factor 16
+    around Watanabe's 1 / log n, where that window lies in MIN_N_BETA / n <= beta <= 1 (n >=
+    55). At smaller n it does not (4 / log 42 = 1.07 is past the posterior, which ends the
+    tempered path; below n = 45 the hottest has n beta < 3), and the window is mapped into that
+    range, log beta_j affinely, keeping the number and the relative spacing of the
+    temperatures: at n = 42, beta from 0.071 to 1 instead of 0.067 to 1.07. The range comes from
+    n alone; at such n the prior still weighs on the hot end (benchmarks/RESULTS.md, "lambda_hat
+    at small n and on a regular mixture").
 
     Example:
       >>> inverse_temperatures(100, (0.5, 1.0, 2.0)).round(4)
       array([0.1086, 0.2171, 0.4343])
+      >>> inverse_temperatures(42).round(3)       # the default window, mapped into (3/n, 1]
+      array([0.071, 0.138, 0.267, 0.517, 1.   ])
 
     Raises:
       InputError: a beta or multiplier not a finite number > 0, or fewer than 3 distinct
         betas.
-      ValueError: n < 3, or n beta <= e for some beta.
+      ValueError: n < 4 for the default window (n < 3 for given ones), or n beta <= e for some
+        beta.
     """
     if n < 3:
         raise ValueError(f"rlct needs n >= 3, got n = {n}")
+    if multipliers is None and betas is None:
+        return _default_window(n)
+    multipliers = DEFAULT_MULTIPLIERS if multipliers is None else multipliers
     name = "multipliers" if betas is None else "betas"
     given = require_float_array(name, multipliers if betas is None else betas).reshape(-1)
     for value in given:
@@ -332,6 +354,18 @@ def inverse_temperatures(n: int, multipliers=DEFAULT_MULTIPLIERS, betas=None) ->
             f"give larger betas (or more data)"
         )
     return betas
+
+
+def _default_window(n: int) -> np.ndarray:
+    """`DEFAULT_MULTIPLIERS` / log n, mapped into [MIN_N_BETA / n, 1] (`inverse_temperatures`)."""
+    logs = np.log(np.asarray(DEFAULT_MULTIPLIERS, np.float64) / np.log(n))
+    low, high = max(logs[0], np.log(MIN_N_BETA / n)), min(logs[-1], 0.0)
+    if not low < high:
+        raise ValueError(f"the default temperatures need n > {MIN_N_BETA:g} (n beta >= "
+                         f"{MIN_N_BETA:g} with beta <= 1), got n = {n}: give betas")
+    if (low, high) != (logs[0], logs[-1]):
+        logs = low + (logs - logs[0]) * (high - low) / (logs[-1] - logs[0])
+    return np.clip(np.exp(logs), MIN_N_BETA / n, 1.0)  # exp(log 1) may round above 1
 
 
 def temperatures(n: int, multipliers=DEFAULT_MULTIPLIERS, betas=None) -> np.ndarray:
