@@ -37,6 +37,25 @@ and largest beta; it ignores the multiplicity term, so it is biased low by about
 
 Beside BIC's n L_n(ŵ) + (d/2) log n the result reports the singular-aware estimate of F,
 n L_n(ŵ) + lambda_hat log n - (m_hat - 1) log log n.
+
+**The local slope, and why lambda_hat comes out high on a regular mixture.** Exactly, for any
+model, d/dbeta E_beta[n L_n] = -Var_beta[n L_n], so beta^2 Var_beta[n L_n] is the slope of
+E_beta[n L_n] against 1/beta at that temperature (`local_slopes`; the `summary()` column
+"local_slope"): where the asymptotic form a + lambda / beta holds it equals lambda at every
+temperature. The multiplicity term makes it rise with beta (lambda - (m - 1)(1/L + 1/L^2),
+L = log(n beta)); a prior that still pulls at the hot end does too (conjugate regression,
+d = 3, n = 42, prior N(0, I/2): 1.28 at n beta = 3 to 1.49 at beta = 1, exactly). What makes
+it *fall* is the next term of the regular expansion, E_beta[n L_n] = a + lambda / beta +
+c / (n beta^2) + ..., with c > 0 for scale parameters (a normal's (mu, sigma) at n' = n beta
+effective observations: c = 11/12 exactly, so the local slope is 1 + (11/6) / (n beta) for
+lambda = 1); in a mixture each component sees only n pi_k beta of them. Measured on Old
+Faithful K = 2 (regular, lambda = d/2 = 2.5; benchmarks/RESULTS.md, `benchmarks.rlct_regular_bias`):
+the local slope falls from 6.5 at c = 0.25 (14% of the draws in poorly fitting regions: a
+weight below 0.1 or both means together) through 2.80 at c = 1 to 2.60 at c = 4, so every
+two-term fit over the window is high (2.64–2.78); a fit with the c / beta^2 term over
+c = 1…4 gives 2.51 ± 0.07. When the local slope falls significantly across the chosen window
+(`SLOPE_TREND_SE` standard errors and `SLOPE_TREND_RELATIVE` of lambda_hat), a warning says
+so: lambda_hat is then biased high, and the coldest local slope is the closer bound.
 """
 
 from __future__ import annotations
@@ -97,6 +116,11 @@ RANGE_WARNING_SE = 2.0
 # Multiplicities whose chi-square is within this of the best one are consistent with the data
 # (a difference of 4 is two standard deviations of one extra degree of freedom).
 MULTIPLICITY_CHI2 = 4.0
+# A fall of the local slope beta^2 Var_beta[n L_n] from the hottest to the coldest temperature
+# of the chosen window earns a warning when it exceeds this many standard errors (of the
+# difference, from the chains' spread) and this fraction of lambda_hat (module doc).
+SLOPE_TREND_SE = 4.0
+SLOPE_TREND_RELATIVE = 0.05
 
 
 @dataclass(frozen=True)
@@ -156,11 +180,14 @@ class RLCTResult(Persistable):
         return None
 
     def summary(self) -> pd.DataFrame:
-        """One row per temperature: beta, E_beta[n L_n] ± se, R-hat, ESS, divergences."""
+        """One row per temperature: beta, E_beta[n L_n] ± se, the local slope beta^2
+        Var_beta[n L_n] ± se (module doc), R-hat, ESS, divergences."""
+        slopes, slope_errors = local_slopes(self.wbic_results)
         rows = [{
             "beta": r.beta, "beta_log_n": r.beta * np.log(self.n), "expected_nll": r.wbic,
-            "se": r.std_error, "rhat": r.rhat, "ess": r.ess, "divergences": r.num_divergences,
-        } for r in self.wbic_results]
+            "se": r.std_error, "local_slope": slope, "local_slope_se": slope_se,
+            "rhat": r.rhat, "ess": r.ess, "divergences": r.num_divergences,
+        } for r, slope, slope_se in zip(self.wbic_results, slopes, slope_errors, strict=True)]
         return pd.DataFrame(rows)
 
     def to_xarray(self) -> xr.Dataset:
@@ -403,6 +430,9 @@ def rlct_from_draws(
     outside = range_warning(lam, lam_se, problem.dim)
     if outside:
         messages.append(outside)
+    falling = slope_warning(betas, results, best["window"], lam)
+    if falling:
+        messages.append(falling)
     if lam_se > RELATIVE_SE_WARNING * abs(lam):
         messages.append(
             f"the standard error of lambda_hat ({lam_se:.2g}) exceeds "
@@ -417,6 +447,40 @@ def rlct_from_draws(
         singular_bic=nll_hat + lam * log_n - (m - 1) * np.log(log_n),
         singular_bic_std_error=lam_se * log_n, bic=nll_hat + 0.5 * problem.dim * log_n,
         coefficients=best["coefficients"], wbic_results=results, warnings=tuple(messages),
+    )
+
+
+def local_slopes(results) -> tuple[np.ndarray, np.ndarray]:
+    """beta^2 Var_beta[n L_n] at each temperature's `WBICResult` (= dE_beta[n L_n] / d(1/beta)
+    exactly; module doc), over all its draws, and its standard error from the spread of the
+    per-chain values over sqrt(chains) (NaN with one chain)."""
+    slopes, errors = [], []
+    for result in results:
+        nll = np.asarray(result.nll, np.float64).reshape(np.shape(result.nll)[0], -1)
+        per_chain = result.beta**2 * nll.var(axis=1)
+        slopes.append(result.beta**2 * nll.var())
+        errors.append(per_chain.std(ddof=1) / np.sqrt(per_chain.size) if per_chain.size > 1
+                      else float("nan"))
+    return np.array(slopes), np.array(errors)
+
+
+def slope_warning(betas, results, window, rlct: float) -> str | None:
+    """A warning when the local slope falls significantly from the hottest to the coldest
+    temperature of `window` (module doc), else None."""
+    inside = np.flatnonzero((betas >= window[0]) & (betas <= window[1]))
+    slopes, errors = local_slopes([results[i] for i in inside[[0, -1]]])
+    fall = slopes[0] - slopes[1]
+    if not (fall > SLOPE_TREND_SE * np.hypot(*errors)
+            and fall > SLOPE_TREND_RELATIVE * abs(rlct)):
+        return None
+    return (
+        f"the local slope beta^2 Var_beta[n L_n] (the exact slope of E_beta[n L_n] against "
+        f"1/beta) falls from {slopes[0]:.3g} ± {errors[0]:.2g} at beta = {betas[inside[0]]:.3g} "
+        f"to {slopes[1]:.3g} ± {errors[1]:.2g} at beta = {betas[inside[-1]]:.3g}: E_beta[n L_n] "
+        f"is not yet a + lambda/beta there (terms of order 1/(n beta^2), as a mixture's "
+        f"component scales give, or mass in poorly fitting regions at the hot end), so "
+        f"lambda_hat = {rlct:.3g} is biased high; the coldest local slope is the closer bound "
+        f"(use colder temperatures or more data)"
     )
 
 
