@@ -17,8 +17,8 @@ trajectories are far longer (Old Faithful K = 3, 4 chains at each of six tempera
 150 steps: 90 leapfrog steps per draw on average at beta = 0.045, up to 1023 at 0.18, 13–22
 at 0.7 and 1): all 24 chains in one vmap did 5.5 times the useful leapfrog steps, one group
 per temperature 2.5 times (benchmarks/RESULTS.md). Warm-up adapts each chain's step size and
-diagonal (or dense) mass matrix on its own (NumPyro's windowed adaptation). Steps are `lax.scan`ned in chunks, compiled once per
-configuration; progress is shown between chunks. Working on the potential directly avoids model
+diagonal (or dense) mass matrix on its own (NumPyro's windowed adaptation). Steps are
+`lax.scan`ned in chunks, compiled once per configuration; progress is shown between chunks. Working on the potential directly avoids model
 handlers: it needs no `handlers.scale` (which rejects beta <= 0) and serves
 `Problem.from_loss` as well as NumPyro models.
 
