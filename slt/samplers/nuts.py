@@ -18,9 +18,9 @@ trajectories are far longer (Old Faithful K = 3, 4 chains at each of six tempera
 at 0.7 and 1): all 24 chains in one vmap did 5.5 times the useful leapfrog steps, one group
 per temperature 2.5 times (benchmarks/RESULTS.md). Warm-up adapts each chain's step size and
 diagonal (or dense) mass matrix on its own (NumPyro's windowed adaptation). Steps are
-`lax.scan`ned in chunks, compiled once per configuration; progress is shown between chunks. Working on the potential directly avoids model
-handlers: it needs no `handlers.scale` (which rejects beta <= 0) and serves
-`Problem.from_loss` as well as NumPyro models.
+`lax.scan`ned in chunks, compiled once per configuration; progress is shown between chunks.
+Working on the potential directly avoids model handlers: it needs no `handlers.scale` (which
+rejects beta <= 0) and serves `Problem.from_loss` as well as NumPyro models.
 
 Checkpoints (`slt.samplers.checkpoint`): with `checkpoint=path`, every chain's NUTS state (its
 position, adaptation state and PRNG key) and the draws so far are written atomically after
