@@ -187,7 +187,7 @@ class ComparisonPlan:
       free_energy: the tempered SMC of the reference F (`slt.free_energy`); the one tempered
         path that the columns without a sampler of their own read.
       multipliers, betas: lambda_hat's inverse temperatures, beta_j = c_j / log n or the
-        given `betas` (`slt.rlct`); both None: the default window (`DEFAULT_MULTIPLIERS`,
+        given `betas` (`slt.rlct`); both None: the default window (`rlct.DEFAULT_MULTIPLIERS`,
         mapped into 3 / n <= beta <= 1 at small n: `inverse_temperatures`); on the tempered
         path, the waypoints of its ladder.
       max_multiplicity: the largest multiplicity m the fit of lambda_hat considers.
