@@ -12,6 +12,7 @@ jax.config.update("jax_enable_x64", True)
 
 from benchmarks import (  # noqa: E402
     evidence_accuracy,
+    evidence_minute,
     evidence_old_faithful,
     evidence_peers,
     fisher_matrix_free,
@@ -33,6 +34,7 @@ from benchmarks import (  # noqa: E402
     noise_generators,
     problem_construction,
     problem_overhead,
+    rlct_regular_bias,
     sbic_selection,
 )
 
@@ -56,6 +58,8 @@ SECTIONS = [
     evidence_accuracy,
     evidence_old_faithful,
     evidence_peers,
+    evidence_minute,
+    rlct_regular_bias,
     sbic_selection,
     fisher_scan,
     fisher_matrix_free,

@@ -135,18 +135,21 @@ def _cases(key) -> list[Case]:
         {"kind": "linear_regression", "x": x.tolist(), "y": y.tolist(), "noise_scale": 0.5,
          "prior_precision": 2.0},
     )]
-    for k, reference in MIXTURE_REFERENCES.items():
-        problem = old_faithful_mixture(k)
-        data = problem.data
-        defaults = inspect.signature(models.gaussian_mixture).parameters
-        cases.append(Case(
-            f"Old Faithful mixture K={k}, n={len(data['y'])}", problem, reference,
-            {"kind": "gaussian_mixture", "y": np.asarray(data["y"]).tolist(),
-             "num_components": k,
-             "weight_concentration": defaults["weight_concentration"].default,
-             "mean_prior_scale": defaults["mean_prior_scale"].default},
-        ))
-    return cases
+    return cases + [mixture_case(k, reference) for k, reference in MIXTURE_REFERENCES.items()]
+
+
+def mixture_case(k: int, reference: float) -> Case:
+    """Old Faithful's `gaussian_mixture(k)` (its default prior) for slt and dynesty_runner."""
+    problem = old_faithful_mixture(k)
+    data = problem.data
+    defaults = inspect.signature(models.gaussian_mixture).parameters
+    return Case(
+        f"Old Faithful mixture K={k}, n={len(data['y'])}", problem, reference,
+        {"kind": "gaussian_mixture", "y": np.asarray(data["y"]).tolist(),
+         "num_components": k,
+         "weight_concentration": defaults["weight_concentration"].default,
+         "mean_prior_scale": defaults["mean_prior_scale"].default},
+    )
 
 
 def _runner_coordinates(case: Case, flat) -> np.ndarray:

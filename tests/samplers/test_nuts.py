@@ -42,6 +42,22 @@ def test_the_program_compiles_once_per_configuration():
     np.testing.assert_array_equal(first.nll, again.nll)  # same key, same draws
 
 
+def test_more_temperatures_reuse_the_one_program():
+    """The chains of each temperature are one group run by the program compiled for
+    `num_chains` chains: three temperatures after one compile nothing new, and each group
+    of chains is at its own temperature (a hotter one has the larger E_beta[n L_n])."""
+    problem = conjugate_regression().problem
+    one = NUTS(num_chains=1)  # the program of the test above and of test_rlct
+    sample_nuts(problem, jax.random.key(5), 0.5, one, progress=False)
+    before = compile_cache.compile_count("nuts")
+    draws = sample_nuts(problem, jax.random.key(6), [0.05, 0.5, 1.0], one, progress=False)
+    assert compile_cache.compile_count("nuts") == before and draws.compile_time == 0.0
+    assert draws.nll.shape == (3, 1000)
+    np.testing.assert_array_equal(draws.betas, [0.05, 0.5, 1.0])
+    means = draws.nll.mean(axis=1)
+    assert means[0] > means[1] > means[2]
+
+
 def test_draw_evaluations_match_the_problem():
     problem = conjugate_regression().problem
     draws = jax.random.normal(jax.random.key(4), (3, 5, problem.dim))

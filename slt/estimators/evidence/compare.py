@@ -87,7 +87,6 @@ from slt.estimators.evidence.free_energy import (
 )
 from slt.estimators.evidence.laplace import laplace
 from slt.estimators.evidence.rlct import (
-    DEFAULT_MULTIPLIERS,
     MAX_MULTIPLICITY,
     inverse_temperatures,
     rlct,
@@ -188,7 +187,9 @@ class ComparisonPlan:
       free_energy: the tempered SMC of the reference F (`slt.free_energy`); the one tempered
         path that the columns without a sampler of their own read.
       multipliers, betas: lambda_hat's inverse temperatures, beta_j = c_j / log n or the
-        given `betas` (`slt.rlct`); on the tempered path, the waypoints of its ladder.
+        given `betas` (`slt.rlct`); both None: the default window (`rlct.DEFAULT_MULTIPLIERS`,
+        mapped into 3 / n <= beta <= 1 at small n: `inverse_temperatures`); on the tempered
+        path, the waypoints of its ladder.
       max_multiplicity: the largest multiplicity m the fit of lambda_hat considers.
       wbic: None: WBIC from the tempered path, or, where lambda_hat has a sampler of its own,
         from its draws at beta = 1/log n (one run fewer; a run of that sampler at 1/log n
@@ -223,7 +224,7 @@ value, got str
     fit: MAPFit = MAPFit()
     num_modes: int = 1
     free_energy: Tempering = Tempering()
-    multipliers: tuple[float, ...] = DEFAULT_MULTIPLIERS
+    multipliers: tuple[float, ...] | None = None
     betas: tuple[float, ...] | None = None
     max_multiplicity: int = MAX_MULTIPLICITY
     wbic: Sampler | None = None

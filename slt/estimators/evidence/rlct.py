@@ -37,6 +37,25 @@ and largest beta; it ignores the multiplicity term, so it is biased low by about
 
 Beside BIC's n L_n(ŵ) + (d/2) log n the result reports the singular-aware estimate of F,
 n L_n(ŵ) + lambda_hat log n - (m_hat - 1) log log n.
+
+**The local slope, and why lambda_hat comes out high on a regular mixture.** Exactly, for any
+model, d/dbeta E_beta[n L_n] = -Var_beta[n L_n], so beta^2 Var_beta[n L_n] is the slope of
+E_beta[n L_n] against 1/beta at that temperature (`local_slopes`; the `summary()` column
+"local_slope"): where the asymptotic form a + lambda / beta holds it equals lambda at every
+temperature. The multiplicity term makes it rise with beta (lambda - (m - 1)(1/L + 1/L^2),
+L = log(n beta)); a prior that still pulls at the hot end does too (conjugate regression,
+d = 3, n = 42, prior N(0, I/2): 1.28 at n beta = 3 to 1.49 at beta = 1, exactly). What makes
+it *fall* is the next term of the regular expansion, E_beta[n L_n] = a + lambda / beta +
+c / (n beta^2) + ..., with c > 0 for scale parameters (a normal's (mu, sigma) at n' = n beta
+effective observations: c = 11/12 exactly, so the local slope is 1 + (11/6) / (n beta) for
+lambda = 1); in a mixture each component sees only n pi_k beta of them. Measured on Old
+Faithful K = 2 (regular, lambda = d/2 = 2.5; benchmarks/RESULTS.md, `benchmarks.rlct_regular_bias`):
+the local slope falls from 6.5 at c = 0.25 (14% of the draws in poorly fitting regions: a
+weight below 0.1 or both means together) through 2.80 at c = 1 to 2.60 at c = 4, so every
+two-term fit over the window is high (2.64–2.78); a fit with the c / beta^2 term over
+c = 1…4 gives 2.51 ± 0.07. When the local slope falls significantly across the chosen window
+(`SLOPE_TREND_SE` standard errors and `SLOPE_TREND_RELATIVE` of lambda_hat), a warning says
+so: lambda_hat is then biased high, and the coldest local slope is the closer bound.
 """
 
 from __future__ import annotations
@@ -79,6 +98,11 @@ __all__ = [
 # beta_j = c_j / log n. Spanning a factor 16 around Watanabe's beta = 1 / log n separates the
 # 1/beta and 1/(beta log(n beta)) terms as far as they can be separated at practical n.
 DEFAULT_MULTIPLIERS = (0.25, 0.5, 1.0, 2.0, 4.0)
+# The default window must lie in MIN_N_BETA / n <= beta <= 1: beta = 1 is the posterior (the
+# tempered path ends there), and the expansion needs log(n beta) > 1 (n beta = 3: log 1.1).
+# Below n = 55 the default multipliers leave that range (4 / log 42 = 1.07; 0.25 n / log n < 3
+# below n = 45), and the window is mapped into it (`inverse_temperatures`).
+MIN_N_BETA = 3.0
 # The largest multiplicity m the fit considers by default (`rlct`, `rlct_from_draws`,
 # `ComparisonPlan`): m = 1 is the plain two-term fit of a regular model; a larger m must fit
 # significantly better to be chosen (module doc: the fit).
@@ -92,6 +116,11 @@ RANGE_WARNING_SE = 2.0
 # Multiplicities whose chi-square is within this of the best one are consistent with the data
 # (a difference of 4 is two standard deviations of one extra degree of freedom).
 MULTIPLICITY_CHI2 = 4.0
+# A fall of the local slope beta^2 Var_beta[n L_n] from the hottest to the coldest temperature
+# of the chosen window earns a warning when it exceeds this many standard errors (of the
+# difference, from the chains' spread) and this fraction of lambda_hat (module doc).
+SLOPE_TREND_SE = 4.0
+SLOPE_TREND_RELATIVE = 0.05
 
 
 @dataclass(frozen=True)
@@ -151,11 +180,14 @@ class RLCTResult(Persistable):
         return None
 
     def summary(self) -> pd.DataFrame:
-        """One row per temperature: beta, E_beta[n L_n] ± se, R-hat, ESS, divergences."""
+        """One row per temperature: beta, E_beta[n L_n] ± se, the local slope beta^2
+        Var_beta[n L_n] ± se (module doc), R-hat, ESS, divergences."""
+        slopes, slope_errors = local_slopes(self.wbic_results)
         rows = [{
             "beta": r.beta, "beta_log_n": r.beta * np.log(self.n), "expected_nll": r.wbic,
-            "se": r.std_error, "rhat": r.rhat, "ess": r.ess, "divergences": r.num_divergences,
-        } for r in self.wbic_results]
+            "se": r.std_error, "local_slope": slope, "local_slope_se": slope_se,
+            "rhat": r.rhat, "ess": r.ess, "divergences": r.num_divergences,
+        } for r, slope, slope_se in zip(self.wbic_results, slopes, slope_errors, strict=True)]
         return pd.DataFrame(rows)
 
     def to_xarray(self) -> xr.Dataset:
@@ -245,7 +277,7 @@ def rlct(
     key: jax.Array,
     *,
     fit: FitResult | None = None,
-    multipliers=DEFAULT_MULTIPLIERS,
+    multipliers=None,
     betas=None,
     max_multiplicity: int = MAX_MULTIPLICITY,
     sampler: Sampler = DEFAULT_SAMPLER,
@@ -260,7 +292,9 @@ def rlct(
       problem: model and data with a proper prior, n >= 3.
       key: PRNG key.
       fit: a fit (MLE or MAP) for n L_n(ŵ), the singular-aware estimate and BIC; optional.
-      multipliers: c_j with beta_j = c_j / log n (ignored when `betas` is given).
+      multipliers: c_j with beta_j = c_j / log n (ignored when `betas` is given); None (with
+        `betas` None): `DEFAULT_MULTIPLIERS`, mapped into 3 / n <= beta <= 1 at n < 55
+        (`inverse_temperatures`), so that the defaults run at every n >= 4.
       betas: explicit inverse temperatures, each with n beta > e (log(n beta) > 1).
       max_multiplicity: the largest m considered (1: the plain two-term fit).
       sampler: a `Tempering` value (the default, `slt.estimators.evidence.wbic.DEFAULT_SAMPLER`: one
@@ -274,8 +308,8 @@ def rlct(
     Raises:
       InputError (a ValueError, `slt.validation`): problem, key, sampler or
         max_multiplicity invalid, a beta (or multiplier) not finite and > 0, and what the
-        sampler rejects (the default tempered path reaches beta <= 1 only: with the default
-        multipliers, up to 4 / log n, that needs n >= 55).
+        sampler rejects (the tempered path reaches beta <= 1 only: multipliers c_j given
+        up to 4 need n >= 55).
       ValueError: n < 3, fewer than 3 distinct betas, n beta <= e (n too small for the
         temperatures: give larger betas).
 
@@ -303,21 +337,36 @@ def rlct(
     return result
 
 
-def inverse_temperatures(n: int, multipliers=DEFAULT_MULTIPLIERS, betas=None) -> np.ndarray:
+def inverse_temperatures(n: int, multipliers=None, betas=None) -> np.ndarray:
     """The distinct inverse temperatures beta_j = c_j / log n (or the given `betas`),
     ascending, checked.
+
+    The default (`multipliers` and `betas` None) is c_j = `DEFAULT_MULTIPLIERS`, a factor 16
+    around Watanabe's 1 / log n, where that window lies in MIN_N_BETA / n <= beta <= 1 (n >=
+    55). At smaller n it does not (4 / log 42 = 1.07 is past the posterior, which ends the
+    tempered path; below n = 45 the hottest has n beta < 3), and the window is mapped into that
+    range, log beta_j affinely, keeping the number and the relative spacing of the
+    temperatures: at n = 42, beta from 0.071 to 1 instead of 0.067 to 1.07. The range comes from
+    n alone; at such n the prior still weighs on the hot end (benchmarks/RESULTS.md, "lambda_hat
+    at small n and on a regular mixture").
 
     Example:
       >>> inverse_temperatures(100, (0.5, 1.0, 2.0)).round(4)
       array([0.1086, 0.2171, 0.4343])
+      >>> inverse_temperatures(42).round(3)       # the default window, mapped into (3/n, 1]
+      array([0.071, 0.138, 0.267, 0.517, 1.   ])
 
     Raises:
       InputError: a beta or multiplier not a finite number > 0, or fewer than 3 distinct
         betas.
-      ValueError: n < 3, or n beta <= e for some beta.
+      ValueError: n < 4 for the default window (n < 3 for given ones), or n beta <= e for some
+        beta.
     """
     if n < 3:
         raise ValueError(f"rlct needs n >= 3, got n = {n}")
+    if multipliers is None and betas is None:
+        return _default_window(n)
+    multipliers = DEFAULT_MULTIPLIERS if multipliers is None else multipliers
     name = "multipliers" if betas is None else "betas"
     given = require_float_array(name, multipliers if betas is None else betas).reshape(-1)
     for value in given:
@@ -332,6 +381,18 @@ def inverse_temperatures(n: int, multipliers=DEFAULT_MULTIPLIERS, betas=None) ->
             f"give larger betas (or more data)"
         )
     return betas
+
+
+def _default_window(n: int) -> np.ndarray:
+    """`DEFAULT_MULTIPLIERS` / log n, mapped into [MIN_N_BETA / n, 1] (`inverse_temperatures`)."""
+    logs = np.log(np.asarray(DEFAULT_MULTIPLIERS, np.float64) / np.log(n))
+    low, high = max(logs[0], np.log(MIN_N_BETA / n)), min(logs[-1], 0.0)
+    if not low < high:
+        raise ValueError(f"the default temperatures need n > {MIN_N_BETA:g} (n beta >= "
+                         f"{MIN_N_BETA:g} with beta <= 1), got n = {n}: give betas")
+    if (low, high) != (logs[0], logs[-1]):
+        logs = low + (logs - logs[0]) * (high - low) / (logs[-1] - logs[0])
+    return np.clip(np.exp(logs), MIN_N_BETA / n, 1.0)  # exp(log 1) may round above 1
 
 
 def temperatures(n: int, multipliers=DEFAULT_MULTIPLIERS, betas=None) -> np.ndarray:
@@ -369,6 +430,9 @@ def rlct_from_draws(
     outside = range_warning(lam, lam_se, problem.dim)
     if outside:
         messages.append(outside)
+    falling = slope_warning(betas, results, best["window"], lam)
+    if falling:
+        messages.append(falling)
     if lam_se > RELATIVE_SE_WARNING * abs(lam):
         messages.append(
             f"the standard error of lambda_hat ({lam_se:.2g}) exceeds "
@@ -383,6 +447,40 @@ def rlct_from_draws(
         singular_bic=nll_hat + lam * log_n - (m - 1) * np.log(log_n),
         singular_bic_std_error=lam_se * log_n, bic=nll_hat + 0.5 * problem.dim * log_n,
         coefficients=best["coefficients"], wbic_results=results, warnings=tuple(messages),
+    )
+
+
+def local_slopes(results) -> tuple[np.ndarray, np.ndarray]:
+    """beta^2 Var_beta[n L_n] at each temperature's `WBICResult` (= dE_beta[n L_n] / d(1/beta)
+    exactly; module doc), over all its draws, and its standard error from the spread of the
+    per-chain values over sqrt(chains) (NaN with one chain)."""
+    slopes, errors = [], []
+    for result in results:
+        nll = np.asarray(result.nll, np.float64).reshape(np.shape(result.nll)[0], -1)
+        per_chain = result.beta**2 * nll.var(axis=1)
+        slopes.append(result.beta**2 * nll.var())
+        errors.append(per_chain.std(ddof=1) / np.sqrt(per_chain.size) if per_chain.size > 1
+                      else float("nan"))
+    return np.array(slopes), np.array(errors)
+
+
+def slope_warning(betas, results, window, rlct: float) -> str | None:
+    """A warning when the local slope falls significantly from the hottest to the coldest
+    temperature of `window` (module doc), else None."""
+    inside = np.flatnonzero((betas >= window[0]) & (betas <= window[1]))
+    slopes, errors = local_slopes([results[i] for i in inside[[0, -1]]])
+    fall = slopes[0] - slopes[1]
+    if not (fall > SLOPE_TREND_SE * np.hypot(*errors)
+            and fall > SLOPE_TREND_RELATIVE * abs(rlct)):
+        return None
+    return (
+        f"the local slope beta^2 Var_beta[n L_n] (the exact slope of E_beta[n L_n] against "
+        f"1/beta) falls from {slopes[0]:.3g} ± {errors[0]:.2g} at beta = {betas[inside[0]]:.3g} "
+        f"to {slopes[1]:.3g} ± {errors[1]:.2g} at beta = {betas[inside[-1]]:.3g}: E_beta[n L_n] "
+        f"is not yet a + lambda/beta there (terms of order 1/(n beta^2), as a mixture's "
+        f"component scales give, or mass in poorly fitting regions at the hot end), so "
+        f"lambda_hat = {rlct:.3g} is biased high; the coldest local slope is the closer bound "
+        f"(use colder temperatures or more data)"
     )
 
 
