@@ -19,18 +19,30 @@ from slt.models.linear import (
 from slt.models.mixtures import fixed_component_mixture, gaussian_mixture, two_component_mixture
 from slt.models.networks import ACTIVATIONS, two_layer_network
 from slt.models.toys import normal_crossing, product_model
+from slt.models.transformer import (
+    bigram_transitions,
+    head_scores,
+    induction_sequences,
+    transformer_forward,
+    transformer_init,
+)
 
 __all__ = [
     "ACTIVATIONS",
     "ModelSpec",
+    "bigram_transitions",
     "deep_linear_network",
     "fixed_component_mixture",
     "gaussian_mixture",
+    "head_scores",
+    "induction_sequences",
     "linear_regression",
     "normal_crossing",
     "product_model",
     "random_low_rank",
     "reduced_rank_regression",
+    "transformer_forward",
+    "transformer_init",
     "two_component_mixture",
     "two_layer_network",
 ]
