@@ -14,7 +14,7 @@ model library `slt.models`, the exact answers `slt.truth`, natural-gradient trai
 `slt.validation`), `Interrupted` and `CheckpointError` (stopped and resumed runs).
 """
 
-from slt import compile_cache, geometry, models, samplers, truth, validation
+from slt import compile_cache, geometry, models, samplers, tokens, truth, validation
 from slt.estimators import (
     BICResult,
     BIFResult,
@@ -80,6 +80,7 @@ from slt.samplers.config import RunPlan
 from slt.samplers.nested import NestedSampling
 from slt.samplers.nuts import NUTS
 from slt.samplers.tempering import Tempering
+from slt.tokens import nbeta_from_devinterp, nbeta_to_devinterp
 from slt.validation import InputError
 
 compile_cache.enable_persistent_cache()  # JAX's on-disk cache, unless the user set their own
@@ -161,6 +162,9 @@ __all__ = [
     "llc_trajectory",
     "loss_kernel",
     "models",
+    "nbeta_from_devinterp",
+    "nbeta_to_devinterp",
+    "tokens",
     "truth",
 ]
 # The version, written here only: pyproject.toml reads it ([tool.setuptools.dynamic]), and so

@@ -33,6 +33,8 @@ from numpyro import handlers
 from numpyro.distributions import biject_to
 from numpyro.distributions.distribution import validation_enabled
 
+from slt import tokens as token_problems
+from slt.chunks import default_chunk_size, per_example_in_chunks
 from slt.precision import at_full_precision
 from slt.prediction import LIKELIHOODS, Prediction, leaf_names
 from slt.validation import (
@@ -42,6 +44,7 @@ from slt.validation import (
     require_data,
     require_finite_tree,
     require_instance,
+    require_int,
 )
 
 Params = Any  # a pytree of arrays
@@ -90,6 +93,11 @@ class Problem:
         Declaring them lets the reference free energy cover every copy
         (`slt.samplers.importance`); the first site's first coordinate orders the labels.
         Default: none.
+      chunk_size: how many examples one evaluation of the log-likelihood takes: a full-data
+        evaluation (L_n, a validation, a full-data gradient) runs over the data in chunks of
+        this size (`slt.chunks`: memory bounded by a chunk, not by n). Default (None): from
+        memory, as many examples as keep one chunk's intermediate values within
+        `slt.chunks.CHUNK_BYTES` (256 MiB); small models evaluate all n at once.
 
     Raises:
       InputError (a ValueError, `slt.validation`): data not a dict of finite real arrays
@@ -105,6 +113,7 @@ class Problem:
         paths (`slt.prediction.leaf_names`: "W1", "params/Dense_0/kernel").
       exchangeable: the declared exchangeable sites (() for none, and for `from_loss`).
       prediction: the `slt.prediction.Prediction` of `from_predict` (None otherwise).
+      chunk_size: the examples per evaluation (`chunk_size` above, resolved).
 
     Example:
       >>> import numpyro, numpyro.distributions as dist
@@ -128,6 +137,7 @@ class Problem:
         model_kwargs: Mapping[str, Any] | None = None,
         x64: bool | None = None,
         exchangeable: Sequence[str] = (),
+        chunk_size: int | None = None,
     ) -> None:
         arrays, n = _validate_data(data, x64)
         model_kwargs = dict(model_kwargs or {})
@@ -161,9 +171,16 @@ class Problem:
         self.observed_site_names = tuple(observed)
         self.exchangeable = _exchangeable_sites(exchangeable, prior_trace, latent)
         self._example_plates = {name: _example_plate(prior_trace[name], n) for name in observed}
+        self._set_chunk_size(chunk_size, template)
         self._check_initial_point()
 
     # ------------------------------------------------------------------ construction helpers
+
+    def _set_chunk_size(self, chunk_size: Any, template: Params) -> None:
+        """Store the examples per evaluation: `chunk_size`, or from memory when None."""
+        if chunk_size is None:
+            chunk_size = default_chunk_size(self._per_example_loglik, template, self.data)
+        self.chunk_size = require_int("chunk_size", chunk_size, minimum=1)
 
     def _setup(self, template: Params, data: dict[str, jax.Array], n: int, x64) -> None:
         # `loglik` and `log_prior` go through jitted functions: inside any compiled program the
@@ -171,6 +188,10 @@ class Problem:
         # traces its objective in several places: lowering its program 1.9 -> 0.8 s). Their
         # matrix products are float32-exact on GPUs too (slt.precision).
         self._traced_evaluate = jax.jit(at_full_precision(self._evaluate))
+        self._traced_loglik = jax.jit(
+            lambda params, batch, chunk_size: per_example_in_chunks(
+                at_full_precision(self._per_example_loglik), params, batch, chunk_size),
+            static_argnames="chunk_size")
         self._traced_constrain = jax.jit(at_full_precision(self._constrain_sites))
         self.data = data
         self.n = n
@@ -190,11 +211,19 @@ class Problem:
         *,
         log_prior: Callable[[Params], jax.Array] | None = None,
         x64: bool | None = None,
+        chunk_size: int | None = None,
     ) -> Problem:
         """A Problem from a per-example negative log-likelihood (Flax, Equinox, plain JAX).
 
         The parameters are unconstrained as given: `constrain` and `unconstrain` are the
         identity.
+
+        Low-precision parameters (bfloat16, float16: a model trained in mixed precision) are
+        accepted. The Problem then holds a float32 master copy (`reference_params`, and the
+        dtype of every chain, noise and gradient sum), and casts the parameters to the
+        model's own dtypes inside every evaluation of `nll_fn` and `log_prior`: the model
+        computes as it was trained, the sampler in float32 (a bfloat16 weight has 8 bits of
+        mantissa: a Langevin step of 1e-5 relative to it would round to nothing).
 
         Args:
           nll_fn: `nll_fn(params, batch) -> (b,)`, the per-example negative log-likelihood
@@ -204,10 +233,11 @@ class Problem:
           data: dict of arrays with a shared leading example axis.
           log_prior: optional `log_prior(params) -> scalar`. Without it the prior is flat
             (`log_prior` returns 0 and `has_prior` is False).
-          x64: as in `Problem`.
+          x64, chunk_size: as in `Problem`.
 
         Returns:
-          A Problem whose `reference_params` are `params`.
+          A Problem whose `reference_params` are `params` (bfloat16 and float16 leaves as
+          float32).
 
         Raises:
           InputError (a ValueError): bad data (as in `Problem`), nll_fn or log_prior not a
@@ -218,42 +248,118 @@ class Problem:
         arrays, n = _validate_data(data, x64)
         require_callable("nll_fn", nll_fn)
         require_callable("log_prior", log_prior, optional=True)
-        require_finite_tree(params, "params")
-        return cls._from_validated_loss(nll_fn, params, arrays, n, log_prior, x64)
+        require_finite_tree(params, "params", low_precision=True)
+        return cls._from_validated_loss(nll_fn, params, arrays, n, log_prior, x64,
+                                        chunk_size=chunk_size)
 
     @classmethod
     def _from_validated_loss(cls, nll_fn, params, arrays, n, log_prior, x64,
-                             prediction=None) -> Problem:
-        """`from_loss` on data validated by `_validate_data`, functions and params checked."""
+                             prediction=None, chunk_size=None) -> Problem:
+        """`from_loss` on data validated by `_validate_data`, functions and params checked
+        (low-precision parameters: a float32 master copy, cast back inside evaluations)."""
         self = cls.__new__(cls)
         self.model = None
         self.model_kwargs = {}
         self.prediction = prediction
-        self._nll_fn = nll_fn
-        self._log_prior_fn = log_prior
-        self._traced_nll = jax.jit(at_full_precision(nll_fn))
-        self._traced_log_prior = (None if log_prior is None
-                                  else jax.jit(at_full_precision(log_prior)))
+        in_model_dtypes = _to_model_dtypes(params)
+        self._nll_fn = lambda params, batch: nll_fn(in_model_dtypes(params), batch)
+        self._log_prior_fn = (None if log_prior is None
+                              else lambda params: log_prior(in_model_dtypes(params)))
+        self._traced_log_prior = (None if self._log_prior_fn is None
+                                  else jax.jit(at_full_precision(self._log_prior_fn)))
         self._transforms = None
+        params = jax.tree_util.tree_map(_at_least_float32, params)
         self._setup(jax.tree_util.tree_map(jnp.zeros_like, params), arrays, n, x64)
         self.reference_params = params
         self.site_names = leaf_names(params)
         self.observed_site_names = ()
         self.exchangeable = ()
-        values = call_naming_shapes(lambda: nll_fn(params, arrays), "nll_fn(params, data)", arrays)
-        if jnp.shape(values) != (n,):
-            raise InputError(
-                f"nll_fn must return one value per example, shape ({n},); got {jnp.shape(values)}"
-            )
+        returned = call_naming_shapes(lambda: jax.eval_shape(self._nll_fn, params, arrays),
+                                      "nll_fn(params, data)", arrays)
+        if getattr(returned, "shape", None) != (n,):
+            raise InputError(f"nll_fn must return one value per example, shape ({n},); got "
+                             f"{getattr(returned, 'shape', type(returned).__name__)}")
+        self._set_chunk_size(chunk_size, self._template)
+        values = -self.loglik(params, arrays)
         bad = ~np.isfinite(np.asarray(values))
         if bad.any():
             raise InputError(
                 f"nll_fn is not finite at params for {int(bad.sum())} example(s), "
                 f"the first at index {int(np.argmax(bad))}"
             )
-        if log_prior is not None and not np.isfinite(float(log_prior(params))):
+        if log_prior is not None and not np.isfinite(float(self.log_prior(params))):
             raise ValueError("log_prior is not finite at params")
         return self
+
+    @classmethod
+    def from_tokens(
+        cls,
+        logits_fn: Callable[[Params, jax.Array], jax.Array],
+        params: Params,
+        tokens: Any,
+        loss_mask: Any = None,
+        *,
+        log_prior: Callable[[Params], jax.Array] | None = None,
+        x64: bool | None = None,
+        chunk_size: int | None = None,
+    ) -> Problem:
+        """A Problem from a language model: next-token cross-entropy over n sequences.
+
+        The examples are the sequences (`slt.tokens`): with m = `loss_mask`,
+
+            NLL_i(w) = sum_{t=1}^{T-1} m[i, t] * (-log softmax(logits_fn(w, tokens)[i, t-1])
+                                                    [tokens[i, t]]),
+
+        L_n(w) = (1/n) sum_i NLL_i(w): summed token losses per sequence, mean over sequences.
+        The data are {"tokens": (n, T) int32, "loss_mask": (n, T) bool}; an SGLD minibatch is
+        a batch of sequences; full-data evaluations run `chunk_size` sequences at a time (the
+        logits of all n sequences at once would take n T V floats).
+
+        devinterp's `n_beta` multiplies the mean per-token loss: slt's nbeta is n_beta / (T - 1)
+        for the same posterior and the same lambda_hat (`slt.nbeta_from_devinterp`; the
+        derivation and the mapping lr = step_size, localization = gamma are in `slt.tokens`).
+
+        Args:
+          logits_fn: `logits_fn(params, tokens) -> logits`, tokens (b, T) int32, logits
+            (b, T, V) floats; position t's logits predict token t + 1. Pure and jittable
+            (wrap a transformer block in `jax.checkpoint` inside it to save memory in
+            gradients: docs/guide.md, "Large models").
+          params: the trained parameters (any pytree of float arrays; bfloat16 / float16 as in
+            `from_loss`: a float32 master copy, cast to the model's dtypes inside).
+          tokens: integer array (n, T) of n >= 1 sequences of T >= 2 tokens in [0, V).
+          loss_mask: booleans (n, T) marking the **target** positions that count (token t,
+            predicted from position t - 1); column 0 must be False. Default: every position
+            1 ... T - 1.
+          log_prior, x64, chunk_size: as in `from_loss`.
+
+        Returns:
+          A Problem whose `reference_params` are `params`.
+
+        Raises:
+          InputError (a ValueError): tokens not integers, not (n, T) with T >= 2, or outside
+            [0, V); a loss_mask of another shape, not boolean, marking column 0 or nothing;
+            logits_fn not a function, failing on the tokens or not returning (b, T, V) float
+            logits; and what `from_loss` refuses.
+
+        Example:
+          >>> def logits_fn(params, tokens):             # a bigram model: logits = E[token]
+          ...     return params["table"][tokens]
+          >>> tokens = jnp.array([[0, 1, 2, 0], [1, 2, 0, 1]])
+          >>> problem = Problem.from_tokens(logits_fn, {"table": jnp.zeros((3, 3))}, tokens)
+          >>> problem
+          Problem(from_tokens, n=2, dim=9, sites=['table'], dtype=float64)
+          >>> round(float(problem.loss(problem.reference_params)), 4)   # 3 tokens of log 3
+          3.2958
+        """
+        require_callable("logits_fn", logits_fn)
+        require_finite_tree(params, "params", low_precision=True)
+        arrays, n = _validate_data(token_problems.token_data(tokens, loss_mask), x64)
+        token_problems.check_logits(logits_fn, params, arrays)
+        require_callable("log_prior", log_prior, optional=True)
+        problem = cls._from_validated_loss(token_problems.next_token_nll(logits_fn), params,
+                                           arrays, n, log_prior, x64, chunk_size=chunk_size)
+        problem._source = "from_tokens"
+        return problem
 
     @classmethod
     def from_predict(
@@ -339,16 +445,23 @@ class Problem:
     def loglik(self, params: Params, batch: Batch) -> jax.Array:
         """Per-example log-likelihood log p(y_i | x_i, w), shape (b,) for a batch of b examples.
 
+        A batch larger than `chunk_size` (the full data, typically) is evaluated a chunk at a
+        time (`slt.chunks.per_example_in_chunks`): memory is bounded by a chunk, for the values
+        and for their derivatives.
+
         It has the float dtype of `params` (float32 parameters give float32 values even when
         64-bit JAX is on and the model holds float64 constants; float64 parameters give
         float64 values from float32 data, as Laplace and the geometry need).
         """
         self._check_params(params)
-        if self.model is None:
-            value = -self._traced_nll(params, batch)
-        else:
-            value = self._traced_evaluate(params, batch)[0]
+        value = self._traced_loglik(params, batch, chunk_size=self.chunk_size)
         return value.astype(_float_dtype(params))
+
+    def _per_example_loglik(self, params: Params, batch: Batch) -> jax.Array:
+        """The per-example log-likelihood on `batch`, in one evaluation (unchunked)."""
+        if self.model is None:
+            return -self._nll_fn(params, batch)
+        return self._evaluate(params, batch)[0]
 
     def log_prior(self, params: Params) -> jax.Array:
         """log prior density of the unconstrained parameters, log-Jacobian included (in the
@@ -401,8 +514,9 @@ class Problem:
         return self._unravel(flat)
 
     def ravel(self, params: Params) -> jax.Array:
-        """Flatten a parameter pytree into a vector of length `dim`."""
-        return ravel_pytree(params)[0]
+        """Flatten a parameter pytree into a vector of length `dim` (bfloat16 and float16
+        parameters as float32: chains move in at least float32)."""
+        return _at_least_float32(ravel_pytree(params)[0])
 
     def unravel(self, flat: jax.Array) -> Params:
         """Inverse of `ravel`."""
@@ -424,7 +538,7 @@ class Problem:
     def __repr__(self) -> str:
         source = getattr(self.model, "__name__", "model")
         if self.model is None:
-            source = ("from_loss" if self.prediction is None
+            source = (getattr(self, "_source", "from_loss") if self.prediction is None
                       else f"from_predict: {self.prediction.likelihood}")
         return (
             f"Problem({source}, n={self.n}, dim={self.dim}, "
@@ -555,10 +669,37 @@ def require_problem(problem: Any, name: str = "problem") -> Problem:
 
 
 def _float_dtype(params: Params) -> jnp.dtype:
-    """The float dtype of a parameter pytree (JAX's default float if it holds no float leaf)."""
+    """The float dtype of a parameter pytree (JAX's default float if it holds no float leaf),
+    at least float32 (values of bfloat16 / float16 parameters are float32)."""
     leaves = [leaf for leaf in jax.tree_util.tree_leaves(params) if jnp.issubdtype(
         jnp.result_type(leaf), jnp.floating)]
-    return jnp.result_type(*leaves) if leaves else jnp.result_type(float)
+    dtype = jnp.result_type(*leaves) if leaves else jnp.result_type(float)
+    return jnp.promote_types(dtype, jnp.float32)
+
+
+def _at_least_float32(leaf: Any) -> jax.Array:
+    """`leaf` as an array, a bfloat16 / float16 one as float32 (the sampler's precision)."""
+    leaf = jnp.asarray(leaf)
+    if jnp.issubdtype(leaf.dtype, jnp.floating) and leaf.dtype.itemsize < 4:
+        return leaf.astype(jnp.float32)
+    return leaf
+
+
+def _to_model_dtypes(params: Params) -> Callable[[Params], Params]:
+    """The cast of parameters (float32 master copies) to the dtypes of `params`, the model's
+    own, for the leaves of low precision (bfloat16, float16); the identity where there are
+    none (the traced programs are then unchanged)."""
+    dtypes = [jnp.result_type(leaf) for leaf in jax.tree_util.tree_leaves(params)]
+    if not any(jnp.issubdtype(dtype, jnp.floating) and dtype.itemsize < 4 for dtype in dtypes):
+        return lambda values: values
+
+    def cast(values: Params) -> Params:
+        leaves, structure = jax.tree_util.tree_flatten(values)
+        return jax.tree_util.tree_unflatten(structure, [
+            leaf.astype(dtype) if dtype.itemsize < 4 and jnp.issubdtype(dtype, jnp.floating)
+            else leaf for leaf, dtype in zip(leaves, dtypes, strict=True)])
+
+    return cast
 
 
 def _latent_sites(trace: dict):

@@ -67,6 +67,9 @@ MAX_INT = np.iinfo(np.int64).max
 # Parameter dtypes the samplers and the geometry compute in (float16 / bfloat16 have no
 # Gaussian draws in jax.random, and too few bits for a Langevin step).
 PARAM_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+# Parameter dtypes of models trained in low precision: accepted where a Problem keeps a float32
+# master copy and casts to them inside the model (`Problem.from_loss`, the estimators' params).
+LOW_PRECISION_DTYPES = (np.dtype(jnp.bfloat16), np.dtype(np.float16))
 
 
 def _is_real_number(value: Any) -> bool:
@@ -269,19 +272,22 @@ def require_instance(name: str, value: Any, cls: type, what: str) -> Any:
     return value
 
 
-def require_finite_tree(tree: Any, name: str) -> Any:
-    """`tree` if every leaf is a finite float32 or float64 array.
+def require_finite_tree(tree: Any, name: str, *, low_precision: bool = False) -> Any:
+    """`tree` if every leaf is a finite float32 or float64 array (or bfloat16 / float16, with
+    `low_precision`: the caller computes in float32 and casts to them inside the model).
 
     Raises:
       InputError: naming the first leaf that is not a float array (float16 and bfloat16
-        included: slt computes in float32 or float64) or not finite.
+        included, without `low_precision`: slt computes in float32 or float64) or not finite.
     """
+    allowed = PARAM_DTYPES + (LOW_PRECISION_DTYPES if low_precision else ())
     for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
         label = f"{name}{jax.tree_util.keystr(path)}"
         array = np.asarray(leaf)
-        if array.dtype.kind != "f":
+        if array.dtype.kind not in "fV" or (array.dtype.kind == "V"
+                                            and array.dtype not in LOW_PRECISION_DTYPES):
             raise InputError(f"{label} has dtype {array.dtype}; parameters must be floats")
-        if array.dtype not in PARAM_DTYPES:
+        if array.dtype not in allowed:
             raise InputError(
                 f"{label} has dtype {array.dtype}; parameters must be float32 or float64 "
                 f"(e.g. {name} = jax.tree.map(lambda a: a.astype(jnp.float32), {name}))")
@@ -295,7 +301,9 @@ def require_finite_tree(tree: Any, name: str) -> Any:
 
 def require_params(problem: Any, params: Any, name: str = "params") -> Any:
     """`params` if it is a point of `problem`: same pytree structure and leaf shapes as
-    `problem.init(key)` (unconstrained coordinates), float and finite.
+    `problem.init(key)` (unconstrained coordinates), float and finite (bfloat16 and float16
+    too: `Problem.ravel` moves them to float32, and a `Problem.from_loss` casts them back to
+    the model's dtypes inside the model).
 
     Raises:
       InputError: a missing or extra site, a leaf of the wrong shape, a non-float or a
@@ -322,7 +330,7 @@ def require_params(problem: Any, params: Any, name: str = "params") -> Any:
                 f"{name}{jax.tree_util.keystr(path)} has shape {np.shape(leaf)}; the model "
                 f"needs {np.shape(template)} (unconstrained coordinates)"
             )
-    return require_finite_tree(params, name)
+    return require_finite_tree(params, name, low_precision=True)
 
 
 def require_data(data: Any) -> tuple[dict[str, np.ndarray], int]:
