@@ -14,7 +14,7 @@ model library `slt.models`, the exact answers `slt.truth`, natural-gradient trai
 `slt.validation`), `Interrupted` and `CheckpointError` (stopped and resumed runs).
 """
 
-from slt import compile_cache, geometry, models, samplers, truth, validation
+from slt import compile_cache, geometry, models, parts, samplers, truth, validation
 from slt.estimators import (
     BICResult,
     BIFResult,
@@ -96,6 +96,7 @@ __all__ = [
     "LocalPosterior",
     "RunPlan",
     "samplers",
+    "parts",
     "BICResult",
     "BIFResult",
     "CheckpointError",
