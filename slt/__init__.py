@@ -14,7 +14,7 @@ model library `slt.models`, the exact answers `slt.truth`, natural-gradient trai
 `slt.validation`), `Interrupted` and `CheckpointError` (stopped and resumed runs).
 """
 
-from slt import compile_cache, geometry, models, samplers, tokens, truth, validation
+from slt import compile_cache, geometry, models, parts, samplers, tokens, truth, validation
 from slt.estimators import (
     BICResult,
     BIFResult,
@@ -97,6 +97,7 @@ __all__ = [
     "LocalPosterior",
     "RunPlan",
     "samplers",
+    "parts",
     "BICResult",
     "BIFResult",
     "CheckpointError",

@@ -17,6 +17,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from slt.parts.select import leaf_masks
 from slt.problem import require_problem
 from slt.samplers.config import HMC, MALA, SGLD, RunPlan
 from slt.samplers.run_length import (
@@ -153,26 +154,8 @@ def restriction_mask(problem, params, restrict_to) -> np.ndarray | None:
     if restrict_to is None:
         return None
     structure = jax.tree_util.tree_structure(params)
-    try:
-        leaves = structure.flatten_up_to(restrict_to)
-    except (TypeError, ValueError) as error:
-        raise InputError(
-            f"restrict_to must be a pytree of booleans with the structure of params ({structure})"
-            f": {error}"
-        ) from None
-    paths = [path for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]]
-    full = []
-    for path, leaf, template in zip(paths, leaves, jax.tree_util.tree_leaves(params), strict=True):
-        where = f"restrict_to{jax.tree_util.keystr(path)}"
-        leaf = np.asarray(leaf)
-        if leaf.dtype != bool:
-            raise InputError(f"{where} must be True / False or a boolean array, got {leaf.dtype}")
-        if leaf.shape not in ((), np.shape(template)):
-            raise InputError(
-                f"{where} has shape {leaf.shape}; a leaf's mask is one boolean or an array of "
-                f"its shape {np.shape(template)}"
-            )
-        full.append(np.broadcast_to(leaf, np.shape(template)).astype(problem.dtype))
+    full = [leaf.astype(problem.dtype)
+            for leaf in leaf_masks(params, restrict_to, name="restrict_to")]
     mask = np.asarray(problem.ravel(jax.tree_util.tree_unflatten(structure, full))) > 0.5
     if not mask.any():
         raise InputError("restrict_to selects no weight: at least one entry must be True")
