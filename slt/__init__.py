@@ -10,8 +10,9 @@ comparison (`bic`, `laplace`, `wbic`, `free_energy`, `rlct`, `sbic`, `compare`; 
 `ComparisonPlan`), Fisher geometry
 (`fisher_information`, `fisher_scan`, `fisher_summary`, `kl_divergence`, `slt.geometry`), the
 model library `slt.models`, the exact answers `slt.truth`, natural-gradient training
-(`natural_gradient_fit`), training with checkpoints (`train_checkpoints`), and the errors users meet: `InputError` (bad input, from
-`slt.validation`), `Interrupted` and `CheckpointError` (stopped and resumed runs).
+(`natural_gradient_fit`), training with checkpoints (`train_checkpoints`), and the errors
+users meet: `InputError` (bad input, from `slt.validation`), `Interrupted` and
+`CheckpointError` (stopped and resumed runs).
 """
 
 from slt import compile_cache, geometry, models, parts, samplers, tokens, truth, validation
