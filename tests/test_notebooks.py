@@ -88,6 +88,7 @@ def test_the_notebooks_exist():
         "04_your_own_model_landscape.ipynb",
         "05_llc_along_training.ipynb",
         "06_what_the_posterior_says_about_the_data.ipynb",
+        "07_transformer_heads_along_training.ipynb",
     ]
 
 

@@ -37,11 +37,12 @@ def test_minibatches(regression):
     problem, least_squares = regression
     start = {"w": np.zeros(3)}
     first = slt.train_checkpoints(problem, start, jax.random.key(0), num_steps=300,
-                                  num_checkpoints=2, batch_size=20, learning_rate=0.02)
+                                  num_checkpoints=1, batch_size=20, learning_rate=0.02)
     again = slt.train_checkpoints(problem, start, jax.random.key(0), num_steps=300,
-                                  num_checkpoints=2, batch_size=20, learning_rate=0.02)
+                                  num_checkpoints=1, batch_size=20, learning_rate=0.02)
     other = slt.train_checkpoints(problem, start, jax.random.key(1), num_steps=300,
-                                  num_checkpoints=2, batch_size=20, learning_rate=0.02)
+                                  num_checkpoints=1, batch_size=20, learning_rate=0.02)
+    assert list(first) == [300]  # one checkpoint: the last step
     np.testing.assert_array_equal(first[300]["w"], again[300]["w"])  # same key, same path
     assert not np.allclose(first[300]["w"], other[300]["w"])
     # minibatch noise keeps Adam within a few times the posterior sd (~0.07) of the optimum

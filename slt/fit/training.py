@@ -65,7 +65,8 @@ def train_checkpoints(
         batch_size = require_int("batch_size", batch_size, minimum=1)
         if batch_size > problem.n:
             raise InputError(f"batch_size must be at most n = {problem.n}, got {batch_size}")
-    steps = np.unique(np.geomspace(1, num_steps, num_checkpoints).round().astype(int))
+    # from the end: with num_checkpoints = 1 the one checkpoint is the last step
+    steps = np.unique(np.geomspace(num_steps, 1, num_checkpoints).round().astype(int))
     optimizer = optax.adam(learning_rate)
     advance = jax.jit(_steps(problem, optimizer, batch_size))
     state, checkpoints, done = optimizer.init(params), {}, 0
