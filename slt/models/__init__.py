@@ -1,5 +1,8 @@
 """NumPyro model builders. Each returns a `ModelSpec`: the model, its documented prior, its
-parameter count d, and `simulate(key, true_params, n)`.
+parameter count d, and `simulate(key, true_params, n)`. Besides them, a small attention-only
+transformer in plain JAX with a language task that needs induction (`slt.models.transformer`:
+`transformer_init`, `transformer_forward`, `bigram_transitions`, `induction_sequences`,
+`head_scores`), for `Problem.from_tokens`.
 
 >>> spec = slt.models.reduced_rank_regression(3, 2, 3)    # y = W2 W1 x + eps, rank <= 2
 >>> true_values = {"W1": jnp.ones((2, 3)), "W2": jnp.ones((3, 2))}
