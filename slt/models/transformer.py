@@ -26,6 +26,7 @@ attention patterns.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -82,6 +83,12 @@ def transformer_init(
         require_int(name, value, minimum=1) for name, value in (
             ("vocab_size", vocab_size), ("context", context), ("num_layers", num_layers),
             ("num_heads", num_heads), ("d_model", d_model), ("d_head", d_head)))
+    return _init(key, vocab_size, context, num_layers, num_heads, d_model, d_head)
+
+
+@partial(jax.jit, static_argnums=(1, 2, 3, 4, 5, 6))
+def _init(key, vocab_size, context, num_layers, num_heads, d_model, d_head):
+    """`transformer_init` on checked sizes, compiled as one program."""
     embed_key, pos_key, unembed_key, *block_keys = jax.random.split(key, 3 + num_layers)
 
     def normal(key, shape, fan_in):
@@ -166,7 +173,7 @@ def bigram_transitions(key: jax.Array, vocab_size: int, branching: int = 3) -> n
 
     Example:
       >>> P = slt.models.bigram_transitions(jax.random.key(0), 6, branching=2)
-      >>> P.shape, sorted(set(P.ravel()))
+      >>> P.shape, sorted(set(P.ravel().tolist()))
       ((6, 6), [0.0, 0.5])
     """
     key = require_key(key)
@@ -215,7 +222,7 @@ def induction_sequences(key: jax.Array, transitions, num_sequences: int, context
     Example:
       >>> P = slt.models.bigram_transitions(jax.random.key(0), 8)
       >>> tokens, repeated = slt.models.induction_sequences(jax.random.key(1), P, 3, 8)
-      >>> m = 1 + jnp.argmax(repeated, axis=1)       # the first repeated target is m + 1
+      >>> m = jnp.argmax(repeated, axis=1) - 1       # the first repeated target is m + 1
       >>> [bool(jnp.all(row[k:2 * k] == row[:k])) for row, k in zip(tokens, m.tolist())]
       [True, True, True]
     """
@@ -227,8 +234,13 @@ def induction_sequences(key: jax.Array, transitions, num_sequences: int, context
             or np.any(transitions < 0) or not np.allclose(transitions.sum(axis=1), 1.0)):
         raise InputError("transitions must be a square matrix of non-negative rows summing to "
                          f"1 (bigram_transitions); got shape {transitions.shape}")
-    vocab_size = transitions.shape[0]
-    log_transitions = jnp.log(jnp.asarray(transitions))
+    return _sample_sequences(key, jnp.log(jnp.asarray(transitions)), num_sequences, context)
+
+
+@partial(jax.jit, static_argnums=(2, 3))
+def _sample_sequences(key, log_transitions, num_sequences, context):
+    """`induction_sequences` on checked arguments, compiled as one program."""
+    vocab_size = log_transitions.shape[0]
     start_key, chain_key, span_key = jax.random.split(key, 3)
 
     def step(current, step_key):
@@ -269,7 +281,7 @@ def head_scores(patterns, tokens, query_mask=None) -> dict[str, np.ndarray]:
       InputError (a ValueError): shapes that do not match.
 
     Example:
-      >>> tokens = jnp.array([[0, 1, 0, 1]])
+      >>> tokens = jnp.array([[0, 1, 2, 0]])
       >>> previous = jnp.eye(4, k=-1).at[0, 0].set(1.0)    # every query attends to s - 1
       >>> scores = slt.models.head_scores(previous[None, None, None], tokens)
       >>> scores["previous_token"].tolist(), scores["induction"].tolist()

@@ -6,6 +6,7 @@ numpy logits; the scores on attention patterns built by hand, whose scores are k
 """
 
 import jax
+import jax.flatten_util
 import numpy as np
 import pytest
 
@@ -20,6 +21,8 @@ from slt.models import (
 from slt.validation import InputError
 
 V, T, L, H, D, E = 7, 6, 2, 3, 5, 4  # tiny: every size different, so a swapped axis fails
+# one compiled program per input shape instead of one per operation (op-by-op dispatch)
+forward = jax.jit(transformer_forward, static_argnames="return_patterns")
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +30,8 @@ def params():
     params = transformer_init(jax.random.key(0), V, T, num_layers=L, num_heads=H, d_model=D,
                               d_head=E)
     # non-zero biases, so that a bias on the wrong axis shows
-    return jax.tree.map(lambda w: w + 0.1 * jax.random.normal(jax.random.key(1), w.shape),
-                        params)
+    flat, unravel = jax.flatten_util.ravel_pytree(params)
+    return unravel(flat + 0.1 * jax.random.normal(jax.random.key(1), flat.shape))
 
 
 @pytest.fixture(scope="module")
@@ -85,25 +88,25 @@ def test_initial_scales():
 
 
 def test_forward_matches_loops(params, tokens):
-    logits, patterns = transformer_forward(params, tokens, return_patterns=True)
+    logits, patterns = forward(params, tokens, return_patterns=True)
     expected_logits, expected_patterns = numpy_forward(params, tokens)
     assert logits.shape == (3, T, V) and patterns.shape == (L, 3, H, T, T)
     np.testing.assert_allclose(logits, expected_logits, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(patterns, expected_patterns, rtol=1e-10, atol=1e-12)
-    np.testing.assert_array_equal(transformer_forward(params, tokens), logits)
+    np.testing.assert_array_equal(forward(params, tokens), logits)
 
 
 def test_shorter_sequences_use_the_first_positions(params, tokens):
-    np.testing.assert_allclose(transformer_forward(params, tokens[:, :4]),
+    np.testing.assert_allclose(forward(params, tokens[:, :4]),
                                numpy_forward(params, tokens[:, :4])[0], rtol=1e-10, atol=1e-10)
 
 
 def test_causal(params, tokens):
     """Changing token k changes no logits or patterns at positions before k."""
-    logits, patterns = transformer_forward(params, tokens, return_patterns=True)
+    logits, patterns = forward(params, tokens, return_patterns=True)
     for k in range(1, T):
         changed = tokens.at[:, k].set((tokens[:, k] + 1) % V)
-        new_logits, new_patterns = transformer_forward(params, changed, return_patterns=True)
+        new_logits, new_patterns = forward(params, changed, return_patterns=True)
         np.testing.assert_array_equal(new_logits[:, :k], logits[:, :k])
         np.testing.assert_array_equal(new_patterns[:, :, :, :k], patterns[:, :, :, :k])
         assert not np.allclose(new_logits[:, k], logits[:, k])
