@@ -17,9 +17,9 @@ by n:
   for derivatives too, at the price of one more forward pass;
 * where n <= c, the function is called once on all of the data, as if unchunked.
 
-`default_chunk_size` chooses c from memory: the bytes of the intermediate values that one more
-example adds to an evaluation (read off the traced program of a batch of one and of two
-examples), and a budget of `CHUNK_BYTES` for all the intermediates of one chunk.
+`default_chunk_size` chooses c from memory: the bytes of the intermediate values of an
+evaluation on one example (read off its traced program), and a budget of `CHUNK_BYTES` for all
+the intermediates of one chunk.
 
 Example:
   >>> def squares(params, batch):
@@ -84,22 +84,20 @@ def default_chunk_size(function: Callable[[Any, Mapping[str, jax.Array]], jax.Ar
     """The chunk size c for `per_example_in_chunks`: `budget` // (bytes per example), at
     least 1 and at most n (module doc).
 
-    The bytes per example are the growth of the summed sizes of every intermediate value of
-    `function`'s traced program from a batch of one example to a batch of two (so values that
-    do not scale with the batch, the parameters' own products, do not count). Nothing is
-    evaluated: the programs are traced on shapes. A function that cannot be traced on one
-    example gets c = n (one evaluation, as unchunked).
+    The bytes per example are the summed sizes of every intermediate value of `function`'s
+    program traced on one example (an upper bound: values that do not grow with the batch,
+    such as products of the parameters alone, count too; one trace, not two, as a Problem is
+    built). Nothing is evaluated: the program is traced on shapes. A function that cannot be
+    traced on one example gets c = n (one evaluation, as unchunked).
     """
     n = jax.tree_util.tree_leaves(data)[0].shape[0]
-    if n < 2:
-        return max(n, 1)
     try:
-        one, two = (_intermediate_bytes(jax.make_jaxpr(function)(params, {
-            key: jax.ShapeDtypeStruct((size, *value.shape[1:]), value.dtype)
-            for key, value in data.items()}).jaxpr) for size in (1, 2))
+        per_example = _intermediate_bytes(jax.make_jaxpr(function)(params, {
+            key: jax.ShapeDtypeStruct((1, *value.shape[1:]), value.dtype)
+            for key, value in data.items()}).jaxpr)
     except Exception:  # noqa: BLE001 - a model that needs all n examples: evaluate it whole
         return n
-    return int(min(n, max(1, budget // max(two - one, 1))))
+    return int(min(n, max(1, budget // max(per_example, 1))))
 
 
 def _intermediate_bytes(jaxpr) -> int:

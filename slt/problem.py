@@ -323,7 +323,7 @@ class Problem:
           logits_fn: `logits_fn(params, tokens) -> logits`, tokens (b, T) int32, logits
             (b, T, V) floats; position t's logits predict token t + 1. Pure and jittable
             (wrap a transformer block in `jax.checkpoint` inside it to save memory in
-            gradients: docs/guide.md, "Large models").
+            gradients: docs/large-models.md).
           params: the trained parameters (any pytree of float arrays; bfloat16 / float16 as in
             `from_loss`: a float32 master copy, cast to the model's dtypes inside).
           tokens: integer array (n, T) of n >= 1 sequences of T >= 2 tokens in [0, V).

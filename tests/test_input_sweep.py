@@ -142,11 +142,12 @@ def test_from_predict_names_a_bad_gaussian_scale(scale):
 
 @st.composite
 def odd_params(draw):
-    """PARAMS with one leaf perturbed: shape, dtype, NaN, a list, a missing or extra site."""
+    """PARAMS with one leaf perturbed: shape, dtype (complex, integer: float16 and bfloat16
+    are accepted), NaN, a list, a missing or extra site."""
     site = draw(st.sampled_from(["W", "b"]))
     leaf = PARAMS[site]
     changed = draw(st.sampled_from([
-        leaf, leaf.astype(jnp.float16), leaf.astype(jnp.int32), leaf.reshape(-1),
+        leaf, leaf.astype(jnp.complex64), leaf.astype(jnp.int32), leaf.reshape(-1),
         jnp.full(leaf.shape, jnp.nan), np.asarray(leaf).tolist(), jnp.zeros((3, 3)), None]))
     params = dict(PARAMS)
     if changed is None:

@@ -116,3 +116,27 @@ def test_observed_readouts_are_full_precision(regression):
     precisions = _precisions(lambda w: observe(moments.zeros((1,), 2, 2, jnp.float64), w,
                                                jnp.array([True]), jnp.asarray(0)), flat)
     assert len(precisions) >= 2 and all(p == HIGHEST for p in precisions), precisions
+
+
+@pytest.mark.parametrize("setting, expected", [
+    ("off", [None]),                                      # JAX's default: TF32 on a GPU
+    ("bfloat16", [(lax.Precision.DEFAULT, lax.Precision.DEFAULT)]),
+    ("", [HIGHEST]),                                      # unset: slt's default
+])
+def test_the_environment_variable_sets_slts_precision(monkeypatch, setting, expected):
+    monkeypatch.setenv("SLT_MATMUL_PRECISION", setting)
+
+    def product(a):
+        return a @ a
+
+    assert _precisions(at_full_precision(product), jnp.ones((2, 2))) == expected
+    x = jnp.ones((4, 3), jnp.float32)
+    problem = Problem.from_loss(lambda params, batch: (batch["x"] @ params) ** 2,
+                                jnp.ones(3, jnp.float32), {"x": x})
+    assert _precisions(lambda p: problem.loglik(p, {"x": x}), jnp.ones(3)) == expected
+
+
+def test_an_unknown_precision_is_refused(monkeypatch):
+    monkeypatch.setenv("SLT_MATMUL_PRECISION", "fastest")
+    with pytest.raises(ValueError, match="fastest"):
+        at_full_precision(lambda a: a @ a)(jnp.ones((2, 2)))

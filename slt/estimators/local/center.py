@@ -89,12 +89,13 @@ class CenterMeasurements(NamedTuple):
 def measure_center(problem: Problem, params: Params) -> CenterMeasurements:
     """The `CenterMeasurements` of `params`: one compiled program per problem and shape
     (`slt.compile_cache`), the data its argument; per-example gradients `CHUNK` at a time
-    (memory O(CHUNK d))."""
+    (memory O(CHUNK d)), or `problem.chunk_size` at a time where that is smaller; the
+    full-data gradient and the Hessian probes' losses chunked by `Problem.loglik`."""
     flat = problem.ravel(params)
     count = min(NUM_EXAMPLES, problem.n)
-    count -= count % min(CHUNK, count)
-    indices = jnp.linspace(0, problem.n - 1, count).astype(jnp.int32).reshape(
-        -1, min(CHUNK, count))
+    block = min(CHUNK, count, problem.chunk_size)  # a chunk's memory (`Problem.chunk_size`)
+    count -= count % block
+    indices = jnp.linspace(0, problem.n - 1, count).astype(jnp.int32).reshape(-1, block)
     probes = jax.random.rademacher(jax.random.key(0), (NUM_PROBES, flat.size), flat.dtype)
     leaves = jax.tree.leaves(problem.data)
     signature = ("centre measurements", flat.shape, str(flat.dtype), indices.shape,
