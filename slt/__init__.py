@@ -10,8 +10,9 @@ comparison (`bic`, `laplace`, `wbic`, `free_energy`, `rlct`, `sbic`, `compare`; 
 `ComparisonPlan`), Fisher geometry
 (`fisher_information`, `fisher_scan`, `fisher_summary`, `kl_divergence`, `slt.geometry`), the
 model library `slt.models`, the exact answers `slt.truth`, natural-gradient training
-(`natural_gradient_fit`), and the errors users meet: `InputError` (bad input, from
-`slt.validation`), `Interrupted` and `CheckpointError` (stopped and resumed runs).
+(`natural_gradient_fit`), training with checkpoints (`train_checkpoints`), and the errors
+users meet: `InputError` (bad input, from `slt.validation`), `Interrupted` and
+`CheckpointError` (stopped and resumed runs).
 """
 
 from slt import compile_cache, geometry, models, parts, samplers, tokens, truth, validation
@@ -61,7 +62,7 @@ from slt.estimators.local.parts import LLCTable, leaf_parts, llc_table
 from slt.estimators.local.posterior import LocalPosterior
 from slt.estimators.local.susceptibilities import DataShifts
 from slt.estimators.local.trajectory import LLCTrajectory, PartsTrajectory, llc_trajectory
-from slt.fit import FitResult, MAPFit, fit_map
+from slt.fit import FitResult, MAPFit, fit_map, train_checkpoints
 from slt.fit.natural_gradient import NaturalGradientResult, natural_gradient_fit
 from slt.geometry import (
     FisherRequest,
@@ -141,6 +142,7 @@ __all__ = [
     "fisher_slice",
     "fisher_summary",
     "fit_map",
+    "train_checkpoints",
     "geometry",
     "kl_divergence",
     "llc",

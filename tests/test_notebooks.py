@@ -44,6 +44,10 @@ TEST_SIZES = {
     "06_what_the_posterior_says_about_the_data.ipynb": {
         "HIDDEN": 8, "TRAIN_STEPS": 100, "NUM_CHAINS": 2, "NUM_WARMUP": 20, "NUM_SAMPLES": 40,
         "EVERY": 2, "STEP_SIZE": 1e-3, "MALA_EVERY": 0, "NUM_QUERIES": 2, "PER_CLASS": 3},
+    "07_transformer_heads_along_training.ipynb": {
+        "VOCAB": 8, "CONTEXT": 8, "BRANCHING": 4, "N": 64, "TRAIN_STEPS": 20, "BATCH_SIZE": 16,
+        "NUM_CHECKPOINTS": 3, "NUM_CHAINS": 1, "NUM_WARMUP": 5, "NUM_SAMPLES": 10,
+        "SGLD_BATCH": 8},
 }
 
 
@@ -88,6 +92,7 @@ def test_the_notebooks_exist():
         "04_your_own_model_landscape.ipynb",
         "05_llc_along_training.ipynb",
         "06_what_the_posterior_says_about_the_data.ipynb",
+        "07_transformer_heads_along_training.ipynb",
     ]
 
 

@@ -8,6 +8,9 @@
   `NaturalGradientOptions`), returning a `NaturalGradientResult`; `natural_gradient` builds
   the pure (init, step) optimiser. It uses the Fisher of `slt.geometry`.
 
+* `slt.fit.training`: Adam on L_n keeping log-spaced checkpoints (`train_checkpoints`), the
+  checkpoints `slt.llc_trajectory` reads λ̂ along training from.
+
 Both results are an `Optimum` (`slt.fit.map`). The public names of both modules are
 re-exported here, except the optimiser builder `natural_gradient`, whose name is its module's:
 call it as `slt.fit.natural_gradient.natural_gradient`.
@@ -26,6 +29,7 @@ from slt.fit.natural_gradient import (
     natural_gradient_direction,
     natural_gradient_fit,
 )
+from slt.fit.training import train_checkpoints
 
 __all__ = [
     "FitResult",
@@ -42,4 +46,5 @@ __all__ = [
     "NaturalGradientState",
     "natural_gradient_direction",
     "natural_gradient_fit",
+    "train_checkpoints",
 ]
