@@ -112,7 +112,7 @@ def test_a_checkpoint_of_another_run_is_refused_and_left_alone(tmp_path):
     path = tmp_path / "llc.npz"
     run_llc(KEY, checkpoint=path)
     content = path.read_bytes()
-    with pytest.raises(CheckpointError, match=r"different run \(it differs in: key\)"):
+    with pytest.raises(CheckpointError, match=r"different run \(it differs in: key, part_keys\)"):
         run_llc(jax.random.key(1), checkpoint=path)
     with pytest.raises(CheckpointError, match="differs in: num_steps, step_size"):
         run_llc(KEY, checkpoint=path, step_size=1e-3, num_samples=100)

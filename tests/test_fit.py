@@ -132,16 +132,18 @@ def test_repeated_fits_of_one_problem_compile_once():
 
 def test_the_fit_package_holds_both_ways_of_fitting():
     """slt.fit re-exports the public names of slt.fit.map (MAP / MLE with restarts) and of
-    slt.fit.natural_gradient; the latter's `natural_gradient` stays its module's name."""
+    slt.fit.natural_gradient and slt.fit.training; the natural gradient module keeps its name."""
     import slt
     import slt.fit.map
     import slt.fit.natural_gradient as natural
+    import slt.fit.training
 
     assert isinstance(slt.fit.natural_gradient, types.ModuleType)
     assert slt.fit.natural_gradient is natural and callable(natural.natural_gradient)
     assert slt.fit.fit_map is slt.fit.map.fit_map is fit_map and slt.fit.MAPFit is MAPFit
     assert slt.fit.FitResult is slt.FitResult
-    exported = {*slt.fit.map.__all__, *natural.__all__} - {"natural_gradient"}
+    exported = {*slt.fit.map.__all__, *natural.__all__, *slt.fit.training.__all__} - {
+        "natural_gradient"}
     assert set(slt.fit.__all__) == exported
     assert all(getattr(slt.fit, name) is getattr(natural, name, None)
                or getattr(slt.fit, name) is getattr(slt.fit.map, name) for name in exported)

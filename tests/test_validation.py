@@ -200,5 +200,8 @@ def test_methods_too_demanding_for_tiny_n_say_so(case):
         slt.wbic(one, KEY, progress=False)
     with pytest.raises(ValueError, match="n >= 3"):
         slt.rlct(tiny, KEY, progress=False)
+    # the default temperatures fit every n >= 4 (tests/estimators/test_rlct.py); betas given
+    # too small for the data are refused
     with pytest.raises(ValueError, match="give larger betas"):
-        slt.rlct(SPEC.problem({k: v[:4] for k, v in case["data"].items()}), KEY, progress=False)
+        slt.rlct(SPEC.problem({k: v[:4] for k, v in case["data"].items()}), KEY,
+                 betas=(0.2, 0.5, 1.0), progress=False)

@@ -87,8 +87,11 @@ def test_wbic_by_sgld_and_rlct_by_nuts_are_bitwise_those_of_the_keyword_api(reco
                         sampler=NUTS(num_chains=1, num_warmup=30, num_samples=20),
                         progress=False)
     np.testing.assert_array_equal(sgld.nll, reference["sgld/nll"])
-    np.testing.assert_array_equal(rlct.expected_nll, reference["rlct/expected_nll"])
-    assert rlct.rlct == reference["rlct/rlct"]
+    # the NUTS chains of each temperature now run as their own vmapped group (one program for
+    # num_chains chains, slt.samplers.nuts): the same chains from the same keys, summed by
+    # programs of another batch width, which XLA may round differently (5e-12 relative)
+    np.testing.assert_allclose(rlct.expected_nll, reference["rlct/expected_nll"], rtol=1e-10)
+    assert rlct.rlct == pytest.approx(float(reference["rlct/rlct"]), rel=1e-10)
 
 
 @pytest.mark.parametrize("build, message", [
