@@ -242,7 +242,8 @@ def test_demo_refuses_to_overwrite_a_report(tmp_path, capsys):
     assert (tmp_path / "report.md").read_text() == "an earlier report"
 
 
-@pytest.mark.heavy
+@pytest.mark.slow  # 20 s of make test's 10 minutes; CI's packaging tests run
+# `slt validate --quick` from the installed wheel (tests/distribution/test_wheel.py)
 def test_validate_quick_prints_the_calibration_table(tmp_path, capsys):
     out = tmp_path / "validation.json"
     status = main(["validate", "--quick", *QUIET, "--out", str(out)])

@@ -33,6 +33,7 @@ def _regression_problem():
     return spec.problem(data)
 
 
+@pytest.mark.slow  # 13 s of make test's 10 minutes: a fit, an LLC run, SMC and NUTS
 @pytest.mark.filterwarnings("ignore")
 def test_nothing_of_slt_holds_a_dropped_problem():
     """After a fit, an LLC run, tempered SMC and NUTS on a problem, `del problem` and a

@@ -145,5 +145,5 @@ def test_the_fit_package_holds_both_ways_of_fitting():
     exported = {*slt.fit.map.__all__, *natural.__all__, *slt.fit.training.__all__} - {
         "natural_gradient"}
     assert set(slt.fit.__all__) == exported
-    assert all(getattr(slt.fit, name) is getattr(natural, name, None)
-               or getattr(slt.fit, name) is getattr(slt.fit.map, name) for name in exported)
+    assert all(any(getattr(slt.fit, name) is getattr(module, name, None)
+                   for module in (natural, slt.fit.map, slt.fit.training)) for name in exported)

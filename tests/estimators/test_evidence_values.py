@@ -75,6 +75,7 @@ def test_nuts_and_nested_sampling_are_bitwise_those_of_the_keyword_api(recorded)
     np.testing.assert_array_equal(nested.samples, reference["nested/samples"])
 
 
+@pytest.mark.slow  # 20 s of make test's 10 minutes, as the NUTS and nested case above
 def test_wbic_by_sgld_and_rlct_by_nuts_are_bitwise_those_of_the_keyword_api(recorded):
     problem, reference = recorded
     with warnings.catch_warnings():

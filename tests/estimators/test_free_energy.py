@@ -77,7 +77,8 @@ def test_product_model_within_a_third_of_a_nat_of_quadrature():
     assert abs(result.free_energy + case.log_evidence) < 4 * result.std_error + 0.05
 
 
-@pytest.mark.heavy
+@pytest.mark.slow  # 25 s of make test's 10 minutes; the fast suite checks the tempered path
+# on a bimodal posterior against its exact log Z (test_evidence_draws: the fallback)
 def test_two_component_mixture_within_a_third_of_a_nat_of_quadrature():
     case = two_component_mixture()
     result = free_energy(case.problem, jax.random.key(2), Tempering(num_particles=500),
