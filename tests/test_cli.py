@@ -135,7 +135,8 @@ def test_llc_with_the_exact_mala_sampler(regression_csv, tmp_path, capsys):
     assert np.isfinite(summary["summary"]["llc"])
 
 
-@pytest.mark.heavy
+@pytest.mark.slow  # 20 s of make test's 10 minutes; compare's choice is tested in
+# tests/estimators/test_compare.py, the command's writing by the other commands' tests
 def test_compare_picks_a_model_and_writes_the_table(regression_csv, tmp_path, capsys):
     out = tmp_path / "compare"
     status = main(["compare", str(regression_csv), "-m", "gaussian_mixture(1)", "-m",

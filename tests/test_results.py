@@ -522,7 +522,8 @@ def test_files_of_earlier_versions_load_with_their_old_field_names(results, tmp_
         assert '"llc_std_error"' in manifest and '"num_burnin"' in manifest
 
 
-@pytest.mark.parametrize("version", [1, FORMAT_VERSION])
+# the current version with the old modules: with the slow suite (make test's 10 minutes)
+@pytest.mark.parametrize("version", [1, pytest.param(FORMAT_VERSION, marks=pytest.mark.slow)])
 def test_files_naming_the_modules_before_a_move_load(results, tmp_path, version):
     """slt/fit.py and slt/natural_gradient.py became the package slt.fit (slt.fit.map,
     slt.fit.natural_gradient), and slt/truth.py the package slt.truth (issue 34): a file

@@ -148,6 +148,8 @@ SPECTRUM_RITZ = [0.006187828166499934, 0.09535685652825404, 0.2144702707868449,
 SUMMARY = [-10.022639261585233, 7.0, 7.481535755224176, 4.443858551603198]
 
 
+@pytest.mark.slow  # make test's 10 minutes: a bitwise guard of the values redesign, as the
+# evidence ones (tests/estimators/test_evidence_values.py); exactness is tested in the fast suite
 def test_monte_carlo_and_empirical_fisher_are_bitwise_those_of_the_keyword_api():
     mc = fisher_information(MIXTURE, BASE, key=jax.random.key(4),
                             request=FisherRequest(kind="monte_carlo", num_draws=64))
@@ -162,6 +164,8 @@ def test_monte_carlo_and_empirical_fisher_are_bitwise_those_of_the_keyword_api()
     np.testing.assert_array_equal(scan["log_pdet"].values, np.array(SCAN_LOG_PDET))
 
 
+@pytest.mark.slow  # make test's 10 minutes: a bitwise guard of the values redesign, as the
+# evidence ones (tests/estimators/test_evidence_values.py); exactness is tested in the fast suite
 def test_matrix_free_numbers_are_those_of_the_keyword_api():
     request = FisherRequest(x=jnp.linspace(-2.0, 2.0, 9)[:, None])
     u = np.zeros(7)
