@@ -217,7 +217,7 @@ def induction_sequences(key: jax.Array, transitions, num_sequences: int, context
 
     Raises:
       InputError (a ValueError): bad sizes, key, or a transition matrix that is not square
-      with rows of non-negative entries summing to 1.
+        with rows of non-negative entries summing to 1.
 
     Example:
       >>> P = slt.models.bigram_transitions(jax.random.key(0), 8)
