@@ -140,7 +140,8 @@ def test_calibration_rejects_cold_and_hot_chains():
     assert calibration.step_size == good["step_size"]
 
 
-@pytest.mark.heavy
+@pytest.mark.slow  # 18 s of make test's 10 minutes; from_loss's per-example losses equal
+# the model's in tests/test_problem.py, and llc on from_loss runs in the fast suite
 def test_network_trained_with_optax_via_from_loss():
     """Train a 1-2-1 tanh network (no biases) with optax in plain JAX, wrap its loss with
     Problem.from_loss, and estimate lambda_hat. The same network as a NumPyro model
