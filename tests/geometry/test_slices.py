@@ -134,6 +134,8 @@ def wide_network():
     return spec, values, rng.normal(size=(16, 10))
 
 
+@pytest.mark.slow  # 14 s of make test's 10 minutes; the matrix-free spectrum equals the
+# dense one in tests/geometry/test_matrix_free.py (fast), the slice's dense path here
 def test_matrix_free_slice_equals_the_dense_slice(wide_network):
     spec, values, x = wide_network
     (u,) = random_directions(spec, values, jax.random.key(5), 1, normalize="site")
