@@ -96,12 +96,7 @@ def plot_llc_trajectory(trajectory, *, reference=None, axes=None):
     """Top: lambda_hat (+-2 standard errors) at every checkpoint against the training step;
     `reference` (exact values per checkpoint) as a step line. Bottom: L_n(w*) at the
     checkpoints (log scale when positive). Returns the figure."""
-    if axes is None:
-        fig, axes = plt.subplots(2, 1, figsize=(8, 5.5), sharex=True,
-                                 gridspec_kw={"height_ratios": [3, 2]})
-    else:
-        fig = axes[0].figure
-    llc_axis, loss_axis = axes
+    fig, (llc_axis, loss_axis) = _trajectory_axes(axes, height=5.5)
     steps = trajectory.steps
     llc_axis.errorbar(steps, trajectory.llc_means, yerr=2 * trajectory.std_errors, fmt="o-",
                       ms=3, lw=1, capsize=2, label="λ̂ (±2 se)")
@@ -125,12 +120,7 @@ def plot_parts_trajectory(trajectory, *, axes=None):
     """Top: lambda_hat (+-2 standard errors) of every part of a `PartsTrajectory` against the
     training step, one line each (log x axis when the steps are positive; checkpoints with
     warnings marked x). Bottom: L_n(w*) at the checkpoints. Returns the figure."""
-    if axes is None:
-        fig, axes = plt.subplots(2, 1, figsize=(8, 6), sharex=True,
-                                 gridspec_kw={"height_ratios": [3, 2]})
-    else:
-        fig = axes[0].figure
-    llc_axis, loss_axis = axes
+    fig, (llc_axis, loss_axis) = _trajectory_axes(axes, height=6)
     steps = trajectory.steps
     for index, (part, along) in enumerate(zip(trajectory.parts, trajectory.trajectories,
                                               strict=True)):
@@ -153,3 +143,12 @@ def plot_parts_trajectory(trajectory, *, axes=None):
     loss_axis.set(xlabel="training step", ylabel="L_n(w*)")
     fig.tight_layout()
     return fig
+
+
+def _trajectory_axes(axes, *, height: float):
+    """The figure and its two axes (lambda_hat above, L_n below, sharing the training step):
+    `axes` as given, or new ones of this height."""
+    if axes is None:
+        return plt.subplots(2, 1, figsize=(8, height), sharex=True,
+                            gridspec_kw={"height_ratios": [3, 2]})
+    return axes[0].figure, axes
