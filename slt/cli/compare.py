@@ -16,7 +16,7 @@ import jax
 import pandas as pd
 
 from slt.cli.inputs import OutputFolder, UsageError, load_problem, parse_model
-from slt.cli.options import add_data_options, add_output_options, positive_int
+from slt.cli.options import add_command, add_data_options, add_output_options, positive_int
 from slt.estimators.evidence.compare import METHODS, ComparisonPlan, compare
 from slt.problem import Problem
 from slt.samplers.nuts import NUTS
@@ -33,9 +33,8 @@ SAMPLERS = ("smc", "nuts")  # --sampler: where wbic, rlct and loo draw from
 
 
 def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
-    parser = subparsers.add_parser(
-        "compare",
-        parents=[common],
+    parser = add_command(
+        subparsers, common, "compare", run,
         help="compare model classes on your data by free energy",
         description=(
             "Compare model classes on one data set by free energy F = -log Z (lower is "
@@ -48,7 +47,6 @@ def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
             "-m 'gaussian_mixture(2)'\n"
             "  slt compare data.npz -m mymodels:small -m mymodels:large --out results/"
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_data_options(parser, required=True)
     parser.add_argument(
@@ -74,7 +72,6 @@ def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-particles", type=positive_int, default=1000,
                         help="SMC particles per copy for the reference F (default: 1000)")
     add_output_options(parser, OUTPUT_FILES)
-    parser.set_defaults(run=run)
 
 
 def _methods(text: str) -> tuple[str, ...]:

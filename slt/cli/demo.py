@@ -35,7 +35,7 @@ from slt import models, truth
 from slt.cli.compare import format_comparison
 from slt.cli.inputs import OutputFolder, bundled_path, load_data, parse_model
 from slt.cli.landscapes import seed_figures, seed_scans
-from slt.cli.options import add_output_options
+from slt.cli.options import add_command, add_output_options
 from slt.estimators.evidence.compare import ComparisonPlan, compare
 from slt.estimators.local.llc import llc
 from slt.fit import MAPFit, fit_map
@@ -364,9 +364,8 @@ def _summary(results: dict) -> str:
 
 
 def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
-    parser = subparsers.add_parser(
-        "demo",
-        parents=[common],
+    parser = add_command(
+        subparsers, common, "demo", run,
         help="run the end-to-end example on bundled data and write a report",
         description=(
             "Compare Gaussian mixtures on the Old Faithful eruptions by evidence, estimate the "
@@ -377,7 +376,6 @@ def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
         ),
     )
     add_output_options(parser, OUTPUT_FILES, default=DEFAULT_OUT)
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ import jax
 import numpy as np
 
 from slt.cli.inputs import OutputFolder, UsageError, load_data, parse_model, parse_point
-from slt.cli.options import add_data_options, add_output_options, positive_int
+from slt.cli.options import add_command, add_data_options, add_output_options, positive_int
 from slt.geometry.fisher import KINDS, FisherRequest, gauss_hermite_inputs
 from slt.geometry.observation import observation_model
 from slt.geometry.scan import fisher_scan
@@ -45,9 +45,8 @@ def parse_axis(text: str) -> tuple[str, np.ndarray]:
 
 
 def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
-    parser = subparsers.add_parser(
-        "fisher-scan",
-        parents=[common],
+    parser = add_command(
+        subparsers, common, "fisher-scan", run,
         help="map the Fisher information's rank and log det over a parameter grid",
         description=(
             "Compute the Fisher information I(θ) of a model over a 1-D or 2-D grid of "
@@ -63,7 +62,6 @@ def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
             "Coordinates are named as in slt.fisher_information: a scalar site ('mu') or an "
             "entry of an array site ('V[1,0]')."
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-m", "--model", required=True, metavar="MODEL",
                         help="a built-in with arguments, e.g. fixed_component_mixture, or "
@@ -85,7 +83,6 @@ def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
                         help="coordinates of the grid and of the matrix (default: natural)")
     add_data_options(parser, required=False)
     add_output_options(parser, OUTPUT_FILES)
-    parser.set_defaults(run=run)
 
 
 def _inputs(args, choice, values):

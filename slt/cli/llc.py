@@ -25,6 +25,7 @@ import pandas as pd
 
 from slt.cli.inputs import OutputFolder, UsageError, load_problem, parse_model, parse_point
 from slt.cli.options import (
+    add_command,
     add_data_options,
     add_output_options,
     positive_float,
@@ -60,9 +61,8 @@ def _sampler_name(sampler: Sampler) -> str:
 
 
 def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
-    parser = subparsers.add_parser(
-        "llc",
-        parents=[common],
+    parser = add_command(
+        subparsers, common, "llc", run,
         help="estimate the learning coefficient λ̂ of a trained model on your data",
         description=(
             "Estimate the local learning coefficient λ̂(w*) = nβ (E[L_n(w)] - L_n(w*)) by "
@@ -76,7 +76,6 @@ def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
             "  slt llc data.npz -m mymodels:model --params trained.npz --out llc/\n"
             "  slt llc data.csv --y target -m 'linear_regression(3)' --sampler mala"
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_data_options(parser, required=True)
     parser.add_argument("-m", "--model", required=True, metavar="MODEL",
@@ -122,7 +121,6 @@ def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
                          help="random restarts of the maximum-likelihood fit "
                               "(default: %(default)s)")
     add_output_options(parser, OUTPUT_FILES)
-    parser.set_defaults(run=run)
 
 
 def local_values(args: argparse.Namespace) -> tuple[LocalPosterior, Sampler, RunPlan]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 __all__ = [
+    "add_command",
     "add_data_options",
     "add_output_options",
     "positive_float",
@@ -43,6 +44,18 @@ def run_length(minimum: int):
 def positive_float(text: str) -> float:
     """A finite number > 0."""
     return _number(text, float, 0.0, False, "a number")
+
+
+def add_command(subparsers, common: argparse.ArgumentParser, name: str, run, *, help: str,
+                description: str, epilog: str | None = None) -> argparse.ArgumentParser:
+    """The parser of subcommand `name`: the common options (`common`) as its parent, `run`
+    (``run(args) -> int``) as what it runs (``args.run``), and an `epilog` (its examples)
+    printed with its line breaks as written (argparse rewraps the description otherwise)."""
+    formatter = argparse.HelpFormatter if epilog is None else argparse.RawDescriptionHelpFormatter
+    parser = subparsers.add_parser(name, parents=[common], help=help, description=description,
+                                   epilog=epilog, formatter_class=formatter)
+    parser.set_defaults(run=run)
+    return parser
 
 
 def add_data_options(parser: argparse.ArgumentParser, *, required: bool) -> None:

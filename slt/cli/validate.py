@@ -39,6 +39,7 @@ import pandas as pd
 
 from slt import models, truth
 from slt.cli.inputs import OutputFolder, UsageError
+from slt.cli.options import add_command
 from slt.estimators.evidence.free_energy import free_energy
 from slt.estimators.evidence.laplace import laplace
 from slt.estimators.evidence.wbic import wbic
@@ -193,9 +194,8 @@ def run_cases(key: jax.Array, *, quick: bool, progress: bool) -> pd.DataFrame:
 
 
 def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
-    parser = subparsers.add_parser(
-        "validate",
-        parents=[common],
+    parser = add_command(
+        subparsers, common, "validate", run,
         help="check the estimators against exact answers on this machine",
         description=(
             "Run the estimators on cases with exact answers (Fisher matrices, closed-form "
@@ -210,7 +210,6 @@ def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
     group.add_argument("--out", metavar="FILE",
                        help="also write the table to FILE (.json or .csv)")
     group.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
