@@ -24,36 +24,9 @@ Example:
   total              42     12     12       0
 """
 
+from slt.parts import select
 from slt.parts.counts import preview
 from slt.parts.heads import LAYOUTS, HeadAxis, heads
-from slt.parts.select import (
-    attention,
-    difference,
-    embedding,
-    intersection,
-    layer,
-    layer_index,
-    leaf_masks,
-    matching,
-    mlp,
-    unembedding,
-    union,
-)
+from slt.parts.select import *  # noqa: F403  (its public names, its __all__)
 
-__all__ = [
-    "LAYOUTS",
-    "HeadAxis",
-    "attention",
-    "difference",
-    "embedding",
-    "heads",
-    "intersection",
-    "layer",
-    "layer_index",
-    "leaf_masks",
-    "matching",
-    "mlp",
-    "preview",
-    "unembedding",
-    "union",
-]
+__all__ = ["LAYOUTS", "HeadAxis", "heads", "preview", *select.__all__]
