@@ -329,11 +329,9 @@ def llc(
     """
     posterior = check_local_run(problem, params, key, posterior, sampler, plan)
     mask = restriction_mask(problem, params, posterior.restrict_to)
-    calibrations = []
-    if calibrates(sampler):
-        calibration_key, key = jax.random.split(key)
-        calibrations = [(params, posterior.restrict_to, calibration_key)]
-    (chosen,), plan, notes = chosen_settings(problem, posterior, sampler, plan, calibrations)
+    (chosen,), plan, notes, key = chosen_settings(problem, params, key,
+                                                  LocalRun(posterior, sampler, plan),
+                                                  [posterior.restrict_to])
     ((result, _),) = local_runs(problem, [params],
                                 [LocalPart(0, mask, chosen.step_size, chosen.gamma)], key,
                                 LocalRun(posterior, sampler, plan), description="llc",
@@ -367,28 +365,31 @@ class PartSettings(NamedTuple):
     calibration: CalibrationResult | None = None
 
 
-def chosen_settings(problem: Problem, posterior: LocalPosterior, sampler: Sampler,
-                    plan: RunPlan, calibrations: list
-                    ) -> tuple[list[PartSettings], RunPlan, tuple[str, ...]]:
-    """The `PartSettings` of every part, the plan, and the notes for the results.
+def chosen_settings(problem: Problem, center: Params, key: jax.Array, run: LocalRun,
+                    restrictions: list) -> tuple[list[PartSettings], RunPlan, tuple[str, ...],
+                                                 jax.Array]:
+    """The `PartSettings` of every part (one per `restrict_to` of `restrictions`), the plan,
+    the notes for the results, and the key left for the chains.
 
-    SGLD with a numeric step: that step and the posterior's gamma for every part. SGLD
-    calibrating: `llc_calibrate` for every (params, restrict_to, key) of `calibrations` (one
-    per part; the chains' program is compiled once for all of them, the masks being its
-    runtime arguments), each part at its own chosen step size and gamma (the posterior's,
-    or with `Calibration(gammas=...)` the calibration's choice), and the plan's warmup raised
-    to the longest the calibrations' chains needed to settle (with a note). An exact sampler:
-    its fixed step, or with "auto" the first guess 1 / (n beta) that its warmup adapts
+    SGLD with a numeric step: that step and the posterior's gamma for every part (the key
+    unchanged). SGLD calibrating: the key is split into (calibration key, chains' key) and
+    `llc_calibrate` runs at `center` with the calibration key for every part's restriction
+    (the chains' program is compiled once for all of them, the masks being its runtime
+    arguments), each part at its own chosen step size and gamma (the posterior's, or with
+    `Calibration(gammas=...)` the calibration's choice), and the plan's warmup raised to the
+    longest the calibrations' chains needed to settle (with a note). An exact sampler: its
+    fixed step, or with "auto" the first guess 1 / (n beta) that its warmup adapts
     (`slt.samplers.exact`), for every part.
     """
+    posterior, sampler, plan = run
     if not calibrates(sampler):
         step = sampler.step_size if sampler.step_size != "auto" else 1.0 / posterior.nbeta
-        return ([PartSettings(float(step), posterior.gamma)] * max(len(calibrations), 1),
-                plan, ())
-    found = [llc_calibrate(problem, params, key, posterior=replace(posterior,
-                                                                    restrict_to=restrict_to),
+        return [PartSettings(float(step), posterior.gamma)] * len(restrictions), plan, (), key
+    calibration_key, key = jax.random.split(key)
+    found = [llc_calibrate(problem, center, calibration_key,
+                           posterior=replace(posterior, restrict_to=restrict_to),
                            sampler=sampler, progress=plan.progress)
-             for params, restrict_to, key in calibrations]
+             for restrict_to in restrictions]
     needed = max(result.num_warmup for result in found)
     notes = ()
     if plan.num_warmup != "auto" and needed > plan.num_warmup:
@@ -396,7 +397,7 @@ def chosen_settings(problem: Problem, posterior: LocalPosterior, sampler: Sample
                  f"settle; num_warmup raised from {plan.num_warmup} to {needed}",)
         plan = replace(plan, num_warmup=needed)
     return ([PartSettings(result.step_size, result.gamma, result.gradients, result)
-             for result in found], plan, notes)
+             for result in found], plan, notes, key)
 
 
 class LocalPart(NamedTuple):

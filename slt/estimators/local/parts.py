@@ -31,7 +31,6 @@ from slt.estimators.local.llc import (
     LLCResult,
     LocalPart,
     LocalRun,
-    calibrates,
     chosen_settings,
     local_runs,
 )
@@ -43,7 +42,7 @@ from slt.samplers.config import SGLD, RunPlan, Sampler
 from slt.samplers.local_chains import ChainTrace
 from slt.validation import InputError, require_instance
 
-__all__ = ["LLCTable", "leaf_parts", "llc_table", "part_runs"]
+__all__ = ["LLCTable", "leaf_parts", "llc_table", "part_entry", "part_masks", "part_runs"]
 
 
 @dataclass(frozen=True)
@@ -59,9 +58,7 @@ class LLCTable(Persistable):
     results: tuple[LLCResult, ...]
 
     def __getitem__(self, part: str) -> LLCResult:
-        if part not in self.parts:
-            raise KeyError(f"no part {part!r}; the parts are {list(self.parts)}")
-        return self.results[self.parts.index(part)]
+        return part_entry(self.parts, self.results, part)
 
     def summary(self) -> pd.DataFrame:
         """One row per part (index: its name): `LLCResult.summary` and a ``warnings`` count."""
@@ -89,6 +86,18 @@ class LLCTable(Persistable):
         cells = ", ".join(f"{part}: {result.llc_mean:.3g} ± {result.std_error:.2g}"
                           for part, result in zip(self.parts, self.results, strict=True))
         return f"LLCTable({cells})"
+
+
+def part_entry(parts: tuple[str, ...], entries: tuple, part: str):
+    """The entry of part `part` among `entries` (one per part, in the order of `parts`): what
+    ``result[part]`` returns for a result over parts (`LLCTable`, `PartsTrajectory`).
+
+    Raises:
+      KeyError: no part of that name (the message lists the parts).
+    """
+    if part not in parts:
+        raise KeyError(f"no part {part!r}; the parts are {list(parts)}")
+    return entries[parts.index(part)]
 
 
 def leaf_parts(params: Params) -> dict[str, Params]:
@@ -180,24 +189,31 @@ def part_runs(problem: Problem, params: Params, key: jax.Array, run: LocalRun,
     Raises:
       InputError: a mask `restriction_mask` refuses (the message names the part).
     """
+    masks = part_masks(problem, params, parts)
+    chosen, plan, notes, key = chosen_settings(problem, params, key, run, list(parts.values()))
+    runs = local_runs(
+        problem, [params],
+        [LocalPart(0, mask, settings.step_size, settings.gamma)
+         for mask, settings in zip(masks, chosen, strict=True)],
+        key, run._replace(plan=plan), description=description, notes=notes,
+        observables=observables,
+    )
+    return [(replace(result, gradients=result.gradients + settings.gradients), trace)
+            for (result, trace), settings in zip(runs, chosen, strict=True)]
+
+
+def part_masks(problem: Problem, params: Params, parts: dict[str, Params | None], *,
+               named: bool = True) -> list[np.ndarray | None]:
+    """The flat mask of every part's restrict_to (`restriction_mask`), in order.
+
+    Raises:
+      InputError: a mask `restriction_mask` refuses; the message names the part unless
+        `named` is False (a single unnamed part).
+    """
     masks = []
     for name, part in parts.items():
         try:
             masks.append(restriction_mask(problem, params, part))
         except InputError as error:
-            raise InputError(f"part {name!r}: {error}") from None
-    posterior, sampler, plan = run
-    calibrations = [None] * len(parts)
-    if calibrates(sampler):
-        calibration_key, key = jax.random.split(key)
-        calibrations = [(params, part, calibration_key) for part in parts.values()]
-    chosen, plan, notes = chosen_settings(problem, posterior, sampler, plan, calibrations)
-    runs = local_runs(
-        problem, [params],
-        [LocalPart(0, mask, settings.step_size, settings.gamma)
-         for mask, settings in zip(masks, chosen, strict=True)],
-        key, LocalRun(posterior, sampler, plan), description=description, notes=notes,
-        observables=observables,
-    )
-    return [(replace(result, gradients=result.gradients + settings.gradients), trace)
-            for (result, trace), settings in zip(runs, chosen, strict=True)]
+            raise InputError(f"part {name!r}: {error}" if named else str(error)) from None
+    return masks

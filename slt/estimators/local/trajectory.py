@@ -47,7 +47,8 @@ from slt.estimators.local.llc import (
     chosen_settings,
     local_runs,
 )
-from slt.estimators.local.posterior import LocalPosterior, check_local_run, restriction_mask
+from slt.estimators.local.parts import part_entry, part_masks
+from slt.estimators.local.posterior import LocalPosterior, check_local_run
 from slt.problem import Params, Problem
 from slt.results import Persistable
 from slt.samplers.config import SGLD, RunPlan, Sampler
@@ -166,9 +167,7 @@ class PartsTrajectory(Persistable):
     trajectories: tuple[LLCTrajectory, ...]
 
     def __getitem__(self, part: str) -> LLCTrajectory:
-        if part not in self.parts:
-            raise KeyError(f"no part {part!r}; the parts are {list(self.parts)}")
-        return self.trajectories[self.parts.index(part)]
+        return part_entry(self.parts, self.trajectories, part)
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -300,21 +299,12 @@ def llc_trajectory(
     posterior = check_local_run(problem, checkpoints[calibrate_at], key, posterior, sampler,
                                 plan)
     named = _named_parts(parts, posterior)
-    masks = []
-    for name, part in named.items():
-        try:
-            masks.append(restriction_mask(problem, checkpoints[0], part))
-        except InputError as error:
-            raise InputError(f"part {name!r}: {error}" if parts is not None else str(error)
-                             ) from None
+    masks = part_masks(problem, checkpoints[0], named, named=parts is not None)
     per_run = _checkpoints_per_run(problem, count, len(masks), sampler, plan)
-    calibrated_at, calibrations = None, [None] * len(masks)
-    if calibrates(sampler):
-        calibration_key, key = jax.random.split(key)
-        calibrated_at = calibrate_at % count
-        calibrations = [(checkpoints[calibrated_at], part, calibration_key)
-                        for part in named.values()]
-    chosen, plan, notes = chosen_settings(problem, posterior, sampler, plan, calibrations)
+    calibrated_at = calibrate_at % count if calibrates(sampler) else None
+    chosen, plan, notes, key = chosen_settings(problem, checkpoints[calibrate_at], key,
+                                               LocalRun(posterior, sampler, plan),
+                                               list(named.values()))
     found, compile_time, run_time = [], 0.0, 0.0
     num_runs = -(-count // per_run)
     for run in range(num_runs):
