@@ -53,20 +53,15 @@ from slt.estimators.local.llc import LLCResult
 from slt.estimators.local.observed import (
     between_chains,
     cluster_order,
-    example_batch,
     example_labels,
-    losses_at,
-    observation_warnings,
-    observed_runs,
-    rhat,
+    observe_examples,
 )
 from slt.estimators.local.posterior import LocalPosterior
-from slt.problem import Params, Problem, require_problem
+from slt.problem import Params, Problem
 from slt.results import Persistable
 from slt.samplers import moments
 from slt.samplers.config import SGLD, RunPlan, Sampler
-from slt.samplers.local_chains import Observables
-from slt.validation import InputError, require_int, require_params
+from slt.validation import InputError, require_int
 
 __all__ = ["BIFResult", "bif"]
 
@@ -244,32 +239,19 @@ def bif(
       >>> result.influence.shape, result.supporting(query=0, k=2).shape
       ((5, 2), (2, 3))
     """
-    require_problem(problem)
-    require_params(problem, params)
-    train_batch, train_indices = example_batch(problem, train, "train")
-    query_batch, query_indices = example_batch(problem, query, "query")
-    train_losses = losses_at(problem, params, train_batch, "train")
-    query_losses = losses_at(problem, params, query_batch, "query")
-    ((run, chains),) = observed_runs(problem, params, key, (posterior, sampler, plan),
-                                     observables=Observables(train_batch, query_batch),
-                                     description="bif")
+    observed = observe_examples(problem, params, key, (posterior, sampler, plan),
+                                {"train": train, "query": query}, description="bif")
+    chains = observed.chains
     pooled = moments.combine(chains)
-    train_variance, query_variance = moments.variances(chains)
-    rhats = {"training losses": rhat(chains.count, chains.mean_x, train_variance),
-             "query losses": rhat(chains.count, chains.mean_y, query_variance)}
     return BIFResult(
-        train_indices=train_indices,
-        query_indices=query_indices,
-        train_loss_at_center=train_losses,
-        query_loss_at_center=query_losses,
+        train_indices=observed.indices[0],
+        query_indices=observed.indices[1],
+        train_loss_at_center=observed.losses[0],
+        query_loss_at_center=observed.losses[1],
         influence=-moments.covariance(pooled),
         std_error=between_chains(moments.covariance(chains)),
         correlation=moments.correlation(pooled),
-        rhat_train=rhats["training losses"],
-        rhat_query=rhats["query losses"],
-        num_samples=int(np.min(chains.count)),
-        every=plan.observe_every,
-        moments=chains,
-        run=run,
-        warnings=observation_warnings(run, rhats),
+        rhat_train=observed.rhats[0],
+        rhat_query=observed.rhats[1],
+        **observed.result_fields(("training losses", "query losses")),
     )

@@ -34,20 +34,14 @@ from slt.estimators.local.llc import LLCResult
 from slt.estimators.local.observed import (
     between_chains,
     cluster_order,
-    example_batch,
     example_labels,
-    losses_at,
-    observation_warnings,
-    observed_runs,
-    rhat,
+    observe_examples,
 )
 from slt.estimators.local.posterior import LocalPosterior
-from slt.problem import Params, Problem, require_problem
+from slt.problem import Params, Problem
 from slt.results import Persistable
 from slt.samplers import moments
 from slt.samplers.config import SGLD, RunPlan, Sampler
-from slt.samplers.local_chains import Observables
-from slt.validation import require_params
 
 __all__ = ["LossKernelResult", "loss_kernel"]
 
@@ -184,29 +178,20 @@ def loss_kernel(
       >>> kernel.covariance.shape, bool(np.all(np.diag(kernel.covariance) > 0))
       ((4, 4), True)
     """
-    require_problem(problem)
-    require_params(problem, params)
-    batch, indices = example_batch(problem, examples, "examples")
-    at_center = losses_at(problem, params, batch, "examples")
-    ((run, chains),) = observed_runs(problem, params, key, (posterior, sampler, plan),
-                                     observables=Observables(batch), description="loss kernel")
+    observed = observe_examples(problem, params, key, (posterior, sampler, plan),
+                                {"examples": examples}, description="loss kernel")
+    chains, at_center = observed.chains, observed.losses[0]
     pooled = moments.combine(chains)
-    per_chain_variance = moments.variances(chains)[0]
-    rhats = rhat(chains.count, chains.mean_x, per_chain_variance)
     return LossKernelResult(
-        indices=indices,
+        indices=observed.indices[0],
         loss_at_center=at_center,
         loss_gain=pooled.mean_x - at_center,
         loss_gain_std_error=between_chains(np.asarray(chains.mean_x, np.float64)),
         covariance=_symmetric(moments.covariance(pooled)),
         covariance_std_error=between_chains(_symmetric(moments.covariance(chains))),
         correlation=_symmetric(moments.correlation(pooled)),
-        rhat=rhats,
-        num_samples=int(np.min(chains.count)),
-        every=plan.observe_every,
-        moments=chains,
-        run=run,
-        warnings=observation_warnings(run, {"example losses": rhats}),
+        rhat=observed.rhats[0],
+        **observed.result_fields(("example losses",)),
     )
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -36,19 +37,21 @@ from slt.estimators.local.diagnostics import MAX_RHAT, ChainsDisagree, TooFewDra
 from slt.estimators.local.llc import LLCResult, LocalRun
 from slt.estimators.local.parts import part_runs
 from slt.estimators.local.posterior import check_local_run
-from slt.problem import Params, Problem
+from slt.problem import Params, Problem, require_problem
 from slt.samplers import moments
 from slt.samplers.local_chains import Observables
-from slt.validation import InputError, warn_caller
+from slt.validation import InputError, require_params, warn_caller
 
 __all__ = [
     "MAX_RHAT",
+    "ObservedExamples",
     "between_chains",
     "cluster_order",
     "example_batch",
     "example_indices",
     "example_labels",
     "losses_at",
+    "observe_examples",
     "observed_runs",
     "OBSERVED_WARMUP",
     "observation_warnings",
@@ -198,6 +201,61 @@ def observed_runs(problem: Problem, params: Params, key: jax.Array, values: tupl
     return [(result, moments.Moments(*(np.asarray(field)[trace.diverged_at < 0]
                                        for field in trace.moments)))
             for result, trace in runs]
+
+
+class ObservedExamples(NamedTuple):
+    """The local run of `observe_examples`, per set of examples in the order given: its
+    training indices (None for examples given as data), its losses l_i(w*), the R-hat of
+    every example's loss; and the run: its `LLCResult`, the summaries of its chains that did
+    not diverge (leading axis: chain; x: the first set's losses, y: the second's, or the
+    first's again), the observation interval."""
+
+    indices: tuple[np.ndarray | None, ...]
+    losses: tuple[np.ndarray, ...]
+    rhats: tuple[np.ndarray, ...]
+    run: LLCResult
+    chains: moments.Moments
+    every: int
+
+    def result_fields(self, names: tuple[str, ...]) -> dict:
+        """The fields a result over these examples shares with every other (``num_samples``,
+        ``every``, ``moments``, ``run``, ``warnings``), the warnings naming each set's R-hat
+        by `names` (`observation_warnings`)."""
+        return {"num_samples": int(np.min(self.chains.count)), "every": self.every,
+                "moments": self.chains, "run": self.run,
+                "warnings": observation_warnings(self.run, dict(zip(names, self.rhats,
+                                                                    strict=True)))}
+
+
+def observe_examples(problem: Problem, params: Params, key: jax.Array, values: tuple,
+                     examples: dict, *, description: str) -> ObservedExamples:
+    """`llc`'s local run observing the losses of one or two sets of examples (`observed_runs`),
+    with the sets checked and their losses at w* = `params`.
+
+    Args:
+      values: the estimator's (posterior, sampler, plan), as `observed_runs` takes them.
+      examples: {argument name: examples as `example_batch` takes them}, one or two sets (x,
+        then y); the names are those error messages give.
+
+    Raises:
+      InputError: as `example_batch` and `losses_at` for every set (all sets are checked
+        before any loss is computed), and as `observed_runs`.
+      FloatingPointError: every chain diverged (`llc`).
+    """
+    require_problem(problem)
+    require_params(problem, params)
+    checked = {name: example_batch(problem, given, name) for name, given in examples.items()}
+    losses = tuple(losses_at(problem, params, batch, name)
+                   for name, (batch, _) in checked.items())
+    batches = [batch for batch, _ in checked.values()]
+    ((run, chains),) = observed_runs(problem, params, key, values,
+                                     observables=Observables(*batches),
+                                     description=description)
+    sets = len(batches)
+    rhats = tuple(rhat(chains.count, mean, variance) for mean, variance in zip(
+        (chains.mean_x, chains.mean_y)[:sets], moments.variances(chains)[:sets], strict=True))
+    return ObservedExamples(tuple(indices for _, indices in checked.values()), losses, rhats,
+                            run, chains, values[2].observe_every)
 
 
 def between_chains(per_chain: np.ndarray) -> np.ndarray:
