@@ -24,18 +24,26 @@ def _label_axis(set_ticks, labels, order) -> None:
         set_ticks([])
 
 
+def _heat_map_and_panel(result, order, axes, *, heat_width: int):
+    """The figure, its heat-map axis (left, `heat_width` times as wide as the other), the
+    panel's axis beside it (`axes`, a pair, when given) and the examples' order (`order` as
+    given, else `result.order()`)."""
+    if axes is None:
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4.8),
+                                 gridspec_kw={"width_ratios": [heat_width, 1]})
+    else:
+        fig = axes[0].figure
+    heat_axis, panel_axis = axes
+    return fig, heat_axis, panel_axis, result.order() if order is None else np.asarray(order)
+
+
 def plot_loss_kernel(result, *, order=None, axes=None):
     """Left: the correlation of the per-example losses as a heat map, the examples in
     `order` (positions into the result's examples, e.g. sorted by class), by default
     `result.order()` (a hierarchical clustering: blocks are examples the network treats
     alike). Right: every example's loss gain E[l_i] - l_i(w*) in the same order, with +-2
     standard errors. Returns the figure."""
-    if axes is None:
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4.8), gridspec_kw={"width_ratios": [3, 1]})
-    else:
-        fig = axes[0].figure
-    heat_axis, gain_axis = axes
-    order = result.order() if order is None else np.asarray(order)
+    fig, heat_axis, gain_axis, order = _heat_map_and_panel(result, order, axes, heat_width=3)
     image = heat_axis.imshow(result.correlation[np.ix_(order, order)], cmap="RdBu_r",
                              vmin=-1, vmax=1, interpolation="nearest")
     fig.colorbar(image, ax=heat_axis, label="Corr(ℓ_i, ℓ_j)", shrink=0.8)
@@ -60,12 +68,7 @@ def plot_bif(result, *, query: int = 0, k: int = 5, order=None, axes=None):
     columns. Right: the k most supporting (negative) and most
     opposing (positive) training examples of query number `query`, with +-2 standard
     errors. Returns the figure."""
-    if axes is None:
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4.8), gridspec_kw={"width_ratios": [2, 1]})
-    else:
-        fig = axes[0].figure
-    heat_axis, top_axis = axes
-    order = result.order() if order is None else np.asarray(order)
+    fig, heat_axis, top_axis, order = _heat_map_and_panel(result, order, axes, heat_width=2)
     limit = _symmetric_limit(result.influence)
     image = heat_axis.imshow(result.influence[order], cmap="RdBu_r", vmin=-limit, vmax=limit,
                              aspect="auto", interpolation="nearest")
