@@ -111,6 +111,7 @@ __all__ = [
     "load",
     "point_variables",
     "save",
+    "warnings_note",
 ]
 
 FORMAT = "slt-result"
@@ -300,6 +301,11 @@ def point_variables(values: Any) -> dict[str, tuple[tuple[str, ...], np.ndarray]
         name, array = leaf_name(path), np.asarray(leaf)
         variables[name] = (tuple(f"{name}_dim_{i}" for i in range(array.ndim)), array)
     return variables
+
+
+def warnings_note(warnings) -> str:
+    """What a result's repr says of its warnings: ", N warning(s)", or nothing without any."""
+    return f", {len(warnings)} warning(s)" if warnings else ""
 
 
 class Persistable:

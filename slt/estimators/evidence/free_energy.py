@@ -92,7 +92,7 @@ from slt.estimators.evidence.draws import (
     summary_of_failures,
 )
 from slt.problem import Problem
-from slt.results import Persistable
+from slt.results import Persistable, warnings_note
 from slt.samplers.importance import PARETO_K_LIMIT, ImportanceRun, importance_log_evidence
 from slt.samplers.nested import NestedRun, NestedSampling, nested_sampling
 from slt.samplers.tempering import INDEPENDENCE_MAX_DIM, SMCRun, Tempering, tempered_smc
@@ -242,7 +242,7 @@ class FreeEnergyResult(Persistable):
         return plot_free_energy(self, **kwargs)
 
     def __repr__(self) -> str:
-        flags = f", {len(self.warnings)} warning(s)" if self.warnings else ""
+        flags = warnings_note(self.warnings)
         head = f"FreeEnergyResult({self.method}: F={self.free_energy:.6g} ± {self.std_error:.2g}; "
         if isinstance(self.run, DrawsRun):
             return (f"{head}path=draws, bridge={self.bridge[0]:.6g} ± {self.bridge[1]:.2g}, "

@@ -34,7 +34,7 @@ from slt.estimators.local.calibration import llc_calibrate
 from slt.estimators.local.posterior import LocalPosterior, trace_statistics
 from slt.fit import MAPFit, fit_map
 from slt.problem import Problem, require_problem
-from slt.results import Persistable, leaf_name
+from slt.results import Persistable, leaf_name, warnings_note
 from slt.samplers.config import SGLD, RunPlan
 from slt.samplers.local_chains import ChainTargets, run_chains
 from slt.samplers.nuts import NUTS, sample_nuts
@@ -428,7 +428,7 @@ class WBICResult(Persistable):
         return plot_wbic(self, **kwargs)
 
     def __repr__(self) -> str:
-        flags = f", {len(self.warnings)} warning(s)" if self.warnings else ""
+        flags = warnings_note(self.warnings)
         return (
             f"WBICResult(wbic={self.wbic:.6g} ± {self.std_error:.2g}, beta={self.beta:.4g}, "
             f"sampler={self.sampler!r}, chains={self.num_chains}, draws={self.num_samples}, "

@@ -58,7 +58,7 @@ from slt.estimators.local.observed import (
 )
 from slt.estimators.local.posterior import LocalPosterior
 from slt.problem import Params, Problem
-from slt.results import Persistable
+from slt.results import Persistable, warnings_note
 from slt.samplers import moments
 from slt.samplers.config import SGLD, RunPlan, Sampler
 from slt.validation import InputError, require_int
@@ -191,7 +191,7 @@ class BIFResult(Persistable):
         return plot_bif(self, **kwargs)
 
     def __repr__(self) -> str:
-        flags = "" if not self.warnings else f", {len(self.warnings)} warning(s)"
+        flags = warnings_note(self.warnings)
         significant = np.abs(self.influence) > 2 * self.std_error
         return (f"BIFResult(train={self.influence.shape[0]}, query={self.influence.shape[1]}, "
                 f"chains={self.num_chains}, draws={self.num_samples}, "

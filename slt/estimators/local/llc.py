@@ -49,7 +49,7 @@ from slt.estimators.local.posterior import (
     trace_statistics,
 )
 from slt.problem import Params, Problem
-from slt.results import Persistable
+from slt.results import Persistable, warnings_note
 from slt.samplers.config import SGLD, RunPlan, Sampler
 from slt.samplers.local_chains import (
     ChainTargets,
@@ -249,7 +249,7 @@ class LLCResult(Persistable):
         return plot_llc(self, **kwargs)
 
     def __repr__(self) -> str:
-        flags = "" if not self.warnings else f", {len(self.warnings)} warning(s)"
+        flags = warnings_note(self.warnings)
         return (
             f"LLCResult(llc={self.llc_mean:.4g} ± {self.std_error:.2g}, "
             f"chains={self.num_chains}, draws={self.num_samples}, "

@@ -39,7 +39,7 @@ from slt.estimators.local.observed import (
 )
 from slt.estimators.local.posterior import LocalPosterior
 from slt.problem import Params, Problem
-from slt.results import Persistable
+from slt.results import Persistable, warnings_note
 from slt.samplers import moments
 from slt.samplers.config import SGLD, RunPlan, Sampler
 
@@ -132,7 +132,7 @@ class LossKernelResult(Persistable):
         return plot_loss_kernel(self, **kwargs)
 
     def __repr__(self) -> str:
-        flags = "" if not self.warnings else f", {len(self.warnings)} warning(s)"
+        flags = warnings_note(self.warnings)
         hardest = int(np.argmax(self.loss_gain))
         return (f"LossKernelResult(examples={len(self.loss_gain)}, chains={self.num_chains}, "
                 f"draws={self.num_samples}, largest loss gain {self.loss_gain[hardest]:.3g} "

@@ -58,7 +58,7 @@ from slt.estimators.local.observed import (
 from slt.estimators.local.parts import leaf_parts
 from slt.estimators.local.posterior import LocalPosterior
 from slt.problem import Params, Problem, require_problem
-from slt.results import Persistable
+from slt.results import Persistable, warnings_note
 from slt.samplers import moments
 from slt.samplers.config import SGLD, RunPlan, Sampler
 from slt.samplers.local_chains import Observables
@@ -139,7 +139,7 @@ class SusceptibilityResult(Persistable):
         return plot_susceptibilities(self, **kwargs)
 
     def __repr__(self) -> str:
-        flags = "" if not self.warnings else f", {len(self.warnings)} warning(s)"
+        flags = warnings_note(self.warnings)
         return (f"SusceptibilityResult(components={list(self.components)}, "
                 f"subsets={list(self.subsets)}, chains={self.moments[0].count.shape[0]}, "
                 f"draws={self.num_samples}{flags})")
