@@ -6,8 +6,9 @@ returns the matplotlib figure.
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
+
+from slt.plots.layout import figure_and_axes
 
 # The methods of a comparison that sit on the free-energy scale: (column, se column, label).
 FREE_ENERGY_COLUMNS = (
@@ -20,17 +21,9 @@ FREE_ENERGY_COLUMNS = (
 )
 
 
-def _axes(ax, ncols=1, figsize=(6, 4)):
-    if ax is None:
-        fig, ax = plt.subplots(1, ncols, figsize=figsize)
-        return fig, ax
-    first = ax[0] if isinstance(ax, (list, tuple, np.ndarray)) else ax
-    return first.figure, ax
-
-
 def plot_bic(result, *, ax=None):
     """The BIC's two terms, n L_n(ŵ) and (d/2) log n, as a stacked bar."""
-    fig, ax = _axes(ax, figsize=(3.5, 4))
+    fig, ax = figure_and_axes(ax, figsize=(3.5, 4))
     ax.bar([0], [result.nll], color="C0", label="n L_n(ŵ)")
     ax.bar([0], [result.penalty], bottom=[result.nll], color="C1", label="(d/2) log n")
     ax.set(xticks=[], ylabel="free energy (nats)",
@@ -43,7 +36,7 @@ def plot_bic(result, *, ax=None):
 def plot_laplace(result, *, axes=None):
     """Left: eigenvalues of the Hessian (log scale), the numerical tolerance dashed. Right: the
     prior's share of the curvature per direction, the 1/sqrt(n) threshold dashed."""
-    fig, axes = _axes(axes, ncols=2, figsize=(10, 3.8))
+    fig, axes = figure_and_axes(axes, 1, 2, figsize=(10, 3.8))
     spectrum, share = axes
     index = np.arange(result.eigenvalues.size)
     magnitude = np.abs(result.eigenvalues)
@@ -66,7 +59,7 @@ def plot_laplace(result, *, axes=None):
 
 def plot_wbic(result, *, axes=None):
     """Left: n L_n per draw and chain. Right: its histogram, the estimate ± 2 se shaded."""
-    fig, axes = _axes(axes, ncols=2, figsize=(11, 3.8))
+    fig, axes = figure_and_axes(axes, 1, 2, figsize=(11, 3.8))
     trace, histogram = axes
     for chain, values in enumerate(result.nll):
         trace.plot(values, lw=0.5, alpha=0.8, label=f"chain {chain}")
@@ -92,7 +85,7 @@ def plot_free_energy(result, *, axes=None):
         return _plot_nested(result, axes)
     if hasattr(result.run, "bridge_errors"):  # the fast path's DrawsRun
         return _plot_draws(result, axes)
-    fig, axes = _axes(axes, ncols=2, figsize=(11, 3.8))
+    fig, axes = figure_and_axes(axes, 1, 2, figsize=(11, 3.8))
     expectation, path = axes
     run = result.run
     for copy in range(run.betas.shape[0]):
@@ -113,7 +106,7 @@ def plot_free_energy(result, *, axes=None):
 def _plot_draws(result, ax):
     """The fast path: each proposal's importance and bridge estimates of F (± 2 se), and the
     reported F (± 2 se) as a band."""
-    fig, ax = _axes(ax)
+    fig, ax = figure_and_axes(ax, figsize=(6, 4))
     run = result.run
     labels = ["IS q_A", "IS q_B", "bridge q_A", "bridge q_B"]
     values = [-r.log_evidence for r in run.importance] + list(-run.bridge)
@@ -131,7 +124,7 @@ def _plot_draws(result, ax):
 
 
 def _plot_nested(result, ax):
-    fig, ax = _axes(ax)
+    fig, ax = figure_and_axes(ax, figsize=(6, 4))
     run = result.run
     runs = np.arange(len(run.log_evidence))
     ax.errorbar(runs, -run.log_evidence, yerr=2 * run.log_evidence_std_error, fmt="o",
@@ -148,7 +141,7 @@ def _plot_nested(result, ax):
 
 def plot_rlct(result, *, ax=None):
     """E_beta[n L_n] against 1/beta (± 2 se) with the fitted curve; the slope is lambda."""
-    fig, ax = _axes(ax)
+    fig, ax = figure_and_axes(ax, figsize=(6, 4))
     inverse = 1.0 / result.betas
     ax.errorbar(inverse, result.expected_nll, yerr=2 * result.expected_nll_std_error, fmt="o",
                 capsize=3, label="E_β[n L_n] ± 2 se")
@@ -169,8 +162,8 @@ def plot_comparison(result, *, relative: bool = True, axes=None):
     """
     table = result.table
     has_loo = "elpd_loo" in table.columns
-    fig, axes = _axes(axes, ncols=2 if has_loo else 1,
-                      figsize=(12 if has_loo else 7, 4.2))
+    fig, axes = figure_and_axes(axes, 1, 2 if has_loo else 1,
+                                figsize=(12 if has_loo else 7, 4.2))
     main = axes[0] if has_loo else axes
     positions = np.arange(len(table))
     columns = [c for c in FREE_ENERGY_COLUMNS if c[0] in table.columns]

@@ -12,6 +12,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from slt.plots.layout import figure_and_axes
+
 __all__ = ["plot_scan", "plot_spectral_density", "plot_spectrum"]
 
 _SINGULAR_COLOR = "C3"
@@ -24,10 +26,7 @@ def plot_spectrum(result, *, ax=None):
     `rank_tol` and `dim`; a Lanczos spectrum has num_steps <= d Ritz values). Eigenvalues at or
     below zero are drawn at the bottom of the axis, as open markers.
     """
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(6, 3.6))
-    else:
-        fig = ax.figure
+    fig, ax = figure_and_axes(ax, figsize=(6, 3.6))
     values = np.sort(np.asarray(result.eigenvalues))[::-1]
     largest = values[0] if values[0] > 0 else 1.0
     floor = largest * min(result.rank_tol, 1e-18) * 1e-2
@@ -55,10 +54,7 @@ def plot_spectral_density(result, *, ax=None):
     dim * tau^2 / num_probes, so that the bars count eigenvalues (their total is the size of
     the operator). Ritz values at or below zero are left out.
     """
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(6, 3.6))
-    else:
-        fig = ax.figure
+    fig, ax = figure_and_axes(ax, figsize=(6, 3.6))
     values, weights = np.ravel(result.ritz_values), np.ravel(result.ritz_weights)
     size = result.num_outputs if result.space == "outputs" else result.dim
     positive = values > 0
@@ -205,12 +201,8 @@ def plot_scan(scan, *, axes=None):
     2-D, maps of the loss and of log pdet I side by side, red contour lines where the rank
     changes. Returns the figure."""
     one = len(scan.axes) == 1
-    if axes is None:
-        if one:
-            fig, axes = plt.subplots(2, 1, figsize=(6, 5), sharex=True)
-        else:
-            fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    fig = axes[0].figure
+    fig, axes = (figure_and_axes(axes, 2, 1, figsize=(6, 5), sharex=True) if one
+                 else figure_and_axes(axes, 1, 2, figsize=(11, 4.2)))
     if scan.directions is None:
         (_plot_scan_1d if one else _plot_scan_2d)(scan, axes)
     else:

@@ -6,20 +6,15 @@ matplotlib figure.
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
+
+from slt.plots.layout import figure_and_axes
 
 __all__ = ["plot_fit", "plot_natural_gradient"]
 
 # The smallest excess objective drawn on the natural gradient's log axis (float64 rounding of
 # an O(1) objective per example); an exact zero, at the best step, is drawn there.
 _EXCESS_FLOOR = 1e-16
-
-
-def _axes(ax, figsize):
-    if ax is None:
-        return plt.subplots(figsize=figsize)
-    return ax.figure, ax
 
 
 def plot_fit(result, *, ax=None):
@@ -30,7 +25,7 @@ def plot_fit(result, *, ax=None):
     agreeing (shaded, 0 .. agree_tol) and distant local optima are visible. Restarts that
     diverged (NaN objective) are counted in the title. Returns the figure.
     """
-    fig, ax = _axes(ax, (6, 3.8))
+    fig, ax = figure_and_axes(ax, figsize=(6, 3.8))
     objectives = np.asarray(result.restart_objectives, dtype=np.float64)
     finite = np.sort(objectives[np.isfinite(objectives)])[::-1]
     gap = result.best - finite
@@ -54,7 +49,7 @@ def plot_fit(result, *, ax=None):
 def plot_natural_gradient(result, *, ax=None):
     """J(w) - min J over the steps of a `NaturalGradientResult`, on a log scale (J: the
     per-example objective, nats). Returns the figure."""
-    fig, ax = _axes(ax, (5, 3.5))
+    fig, ax = figure_and_axes(ax, figsize=(5, 3.5))
     history = result.history
     excess = history["objective"] - history["objective"].min()
     ax.semilogy(history["step"], np.maximum(excess, _EXCESS_FLOOR), marker="o", ms=3)

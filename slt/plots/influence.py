@@ -3,9 +3,10 @@ Bayesian influence functions, susceptibilities."""
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+
+from slt.plots.layout import figure_and_axes
 
 # More examples than this on a heat-map axis: no tick labels (they would overlap).
 MAX_TICK_LABELS = 40
@@ -28,12 +29,8 @@ def _heat_map_and_panel(result, order, axes, *, heat_width: int):
     """The figure, its heat-map axis (left, `heat_width` times as wide as the other), the
     panel's axis beside it (`axes`, a pair, when given) and the examples' order (`order` as
     given, else `result.order()`)."""
-    if axes is None:
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4.8),
-                                 gridspec_kw={"width_ratios": [heat_width, 1]})
-    else:
-        fig = axes[0].figure
-    heat_axis, panel_axis = axes
+    fig, (heat_axis, panel_axis) = figure_and_axes(axes, 1, 2, figsize=(11, 4.8),
+                                                   gridspec_kw={"width_ratios": [heat_width, 1]})
     return fig, heat_axis, panel_axis, result.order() if order is None else np.asarray(order)
 
 
@@ -95,11 +92,8 @@ def plot_susceptibilities(result, *, ax=None):
     """chi_{C,S} as a heat map (components as rows, subsets as columns), every cell annotated
     with chi ± se; cells within 2 standard errors of 0 in grey text. Returns the figure."""
     chi, se = result.susceptibility, result.std_error
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(max(4.0, 1.3 * chi.shape[1] + 2.5),
-                                        max(3.0, 0.6 * chi.shape[0] + 1.5)))
-    else:
-        fig = ax.figure
+    fig, ax = figure_and_axes(ax, figsize=(max(4.0, 1.3 * chi.shape[1] + 2.5),
+                                           max(3.0, 0.6 * chi.shape[0] + 1.5)))
     limit = _symmetric_limit(chi)
     image = ax.imshow(chi, cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")
     fig.colorbar(image, ax=ax, label="χ = −Cov(φ_C, ΔL_S)")

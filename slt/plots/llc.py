@@ -3,18 +3,17 @@ weight-refined table over parts, the trajectory over training checkpoints."""
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
+
+from slt.plots.layout import figure_and_axes
 
 
 def plot_llc(result, *, axes=None):
     """Left: the per-draw estimate n beta (L_b(w_t) - L_b(w*)) of every chain (thin) and its
     running mean (thick), the pooled lambda_hat dashed. Right: lambda_hat per chain with the
     pooled estimate and its +-2 standard-error band. Returns the figure."""
-    if axes is None:
-        fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [3, 1]})
-    else:
-        fig = axes[0].figure
+    fig, axes = figure_and_axes(axes, 1, 2, figsize=(11, 3.8),
+                                gridspec_kw={"width_ratios": [3, 1]})
     trace_axis, chain_axis = axes
     draws = np.arange(result.num_warmup, result.num_warmup + result.num_samples)
     for chain, values in enumerate(result.llc_trace()):
@@ -40,10 +39,7 @@ def plot_llc(result, *, axes=None):
 def plot_calibration(calibration, *, axes=None):
     """lambda_hat (+-2 se) and MALA acceptance against step size, one line per gamma; the
     chosen step size marked. Returns the figure."""
-    if axes is None:
-        fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    else:
-        fig = axes[0].figure
+    fig, axes = figure_and_axes(axes, 1, 2, figsize=(11, 3.8))
     llc_axis, acceptance_axis = axes
     for gamma, rows in calibration.table.groupby("gamma"):
         line = llc_axis.errorbar(rows["step_size"], rows["llc"], yerr=2 * rows["se"], marker="o",
@@ -72,10 +68,7 @@ def plot_llc_table(table, *, reference=None, ax=None):
     """lambda_hat of every part (+-2 standard errors) against its regular value d_V / 2 (open
     marks); `reference`: exact values per part (a sequence in the table's order), drawn as
     crosses. Returns the figure."""
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(table.parts) + 2), 3.8))
-    else:
-        fig = ax.figure
+    fig, ax = figure_and_axes(ax, figsize=(max(4.0, 1.2 * len(table.parts) + 2), 3.8))
     positions = np.arange(len(table.parts))
     means = np.array([result.llc_mean for result in table.results])
     errors = np.array([2 * result.std_error for result in table.results])
@@ -148,7 +141,5 @@ def plot_parts_trajectory(trajectory, *, axes=None):
 def _trajectory_axes(axes, *, height: float):
     """The figure and its two axes (lambda_hat above, L_n below, sharing the training step):
     `axes` as given, or new ones of this height."""
-    if axes is None:
-        return plt.subplots(2, 1, figsize=(8, height), sharex=True,
-                            gridspec_kw={"height_ratios": [3, 2]})
-    return axes[0].figure, axes
+    return figure_and_axes(axes, 2, 1, figsize=(8, height), sharex=True,
+                           gridspec_kw={"height_ratios": [3, 2]})

@@ -7,16 +7,15 @@ matplotlib figure.
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
+
+from slt.plots.layout import figure_and_axes
 
 
 def plot_sbic(result, *, axes=None):
     """Left: free energy -sBIC (and BIC, when d is known) minus that of the first model, per
     model (lower is better). Right: the posterior model probabilities of sBIC."""
-    if axes is None:
-        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    fig = axes[0].figure
+    fig, axes = figure_and_axes(axes, 1, 2, figsize=(10, 3.8))
     energies, posterior = axes
     index = np.arange(len(result.names))
     energies.plot(index, result.free_energy - result.free_energy[0], "o-", color="C0",
