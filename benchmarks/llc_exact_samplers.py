@@ -103,8 +103,9 @@ def gibbs_summary(result: rrr_gibbs.GibbsResult) -> str:
         f"{result.between_chain_std_error:.2g}; R-hat {result.rhat:.4f}, ESS {result.ess:.0f}; "
         f"plain estimator {result.plain_mean:.4f} ± {result.plain_std_error:.2g}; chain means "
         + ", ".join(f"{m:.3f}" for m in result.chain_means)
-        + f"; the slowest coordinate |A|² - |B|² (the GL(H) orbits): ESS "
-        f"{result.balance_ess:.0f}, R-hat {result.balance_rhat:.3f}.")
+        + f"; the distance |w - w*| (slowest: it moves along the GL(H) orbits): mean "
+        f"{result.distance_mean:.3f}, ESS {result.distance_ess:.0f}, R-hat "
+        f"{result.distance_rhat:.3f}.")
 
 
 def _rows(name, problem, params, exact, exact_se, key) -> list[str]:

@@ -38,12 +38,13 @@ c (B^T B ⊗ S_xx) = P_A - gamma I. Both have the same expectation; the second h
 
 The flat directions of L_n are the GL(H) orbits A -> G A, B -> B G^{-1}; each conditional
 draw moves the whole conditional width, but the orbit is traversed by alternating narrow draws,
-so the chains still mix over many sweeps: the run reports split R-hat and ESS (ArviZ, through
-`slt.samplers.run_length.trace_statistics`), a batch-means standard error and the spread of
-the chain means.
+so the chains still need many sweeps to cross it: the run reports split R-hat and ESS (ArviZ,
+through `slt.samplers.run_length.trace_statistics`), a batch-means standard error, the spread
+of the chain means, and the same diagnostics for the distance |w - w*| (which moves along the
+orbits). The chains start dispersed around w*.
 
-`python -m benchmarks.rrr_gibbs` runs the reference on the problem of
-benchmarks/llc_exact_samplers.py (same key, data and w*).
+benchmarks/llc_exact_samplers.py (`gibbs_reference`) runs it on that table's problem (same key,
+data and w*).
 """
 
 from __future__ import annotations
@@ -129,20 +130,20 @@ class GibbsResult:
     Attributes:
       rao_blackwell, plain: the two estimators' traces of n beta (L_n - L_n(w*)) (module
         docstring).
-      balance: |A|^2 - |B|^2 after each sweep: constant under the gradient flow of L_n and
-        moved by the GL(H) orbits, the slowest coordinate of the chains.
+      distance: |w - w*| after each sweep (as `slt.LLCResult.distance_trace`): it moves
+        along the GL(H) orbits, the slowest coordinate of the chains.
       mean, std_error, ess, rhat: of `rao_blackwell` (`trace_statistics`: sd / sqrt(bulk
         ESS), split R-hat).
       plain_mean, plain_std_error: of `plain`.
       batch_std_error: `batch_means_std_error` of `rao_blackwell`.
       chain_means: each chain's mean of `rao_blackwell`.
-      balance_ess, balance_rhat: of `balance`.
+      distance_mean, distance_ess, distance_rhat: of `distance`.
       run_time: seconds of sampling.
     """
 
     rao_blackwell: np.ndarray
     plain: np.ndarray
-    balance: np.ndarray
+    distance: np.ndarray
     mean: float
     std_error: float
     ess: float
@@ -151,8 +152,9 @@ class GibbsResult:
     plain_std_error: float
     batch_std_error: float
     chain_means: np.ndarray
-    balance_ess: float
-    balance_rhat: float
+    distance_mean: float
+    distance_ess: float
+    distance_rhat: float
     run_time: float
 
     @property
@@ -195,7 +197,7 @@ def gibbs_llc(stats: Statistics, center, *, nbeta: float, gamma: float = 1.0,
     a = center_a + init_spread * rng.standard_normal((num_chains, *center_a.shape))
     b = center_b + init_spread * rng.standard_normal((num_chains, *center_b.shape))
     offset = nbeta * float(stats.loss(center_a, center_b))
-    traces = np.empty((3, num_chains, num_samples))  # Rao-Blackwellised, plain, balance
+    traces = np.empty((3, num_chains, num_samples))  # Rao-Blackwellised, plain, distance
     start = time.perf_counter()
     for sweep in range(num_warmup + num_samples):
         precision, mean = a_conditional(stats, b, center_a, nbeta, gamma)
@@ -209,11 +211,12 @@ def gibbs_llc(stats: Statistics, center, *, nbeta: float, gamma: float = 1.0,
         b, _ = gaussian_draw(rng, mean, precision[:, None])  # the rows share one precision
         if kept >= 0:
             traces[1, :, kept] = nbeta * stats.loss(a, b) - offset
-            traces[2, :, kept] = np.sum(a * a, (1, 2)) - np.sum(b * b, (1, 2))
+            traces[2, :, kept] = np.sqrt(np.sum((a - center_a) ** 2, (1, 2))
+                                         + np.sum((b - center_b) ** 2, (1, 2)))
     run_time = time.perf_counter() - start
     mean_value, std_error, ess, rhat = trace_statistics(traces[0])
     plain_mean, plain_std_error, _, _ = trace_statistics(traces[1])
-    _, _, balance_ess, balance_rhat = trace_statistics(traces[2])
+    distance_mean, _, distance_ess, distance_rhat = trace_statistics(traces[2])
     return GibbsResult(*traces, mean_value, std_error, ess, rhat, plain_mean, plain_std_error,
-                       batch_means_std_error(traces[0]), traces[0].mean(1), balance_ess,
-                       balance_rhat, run_time)
+                       batch_means_std_error(traces[0]), traces[0].mean(1),
+                       distance_mean, distance_ess, distance_rhat, run_time)
