@@ -54,6 +54,7 @@ from slt.estimators.local.diagnostics import (
     LocalRunWarning,
     LowAcceptance,
     NotSettled,
+    NotSpread,
     RunNote,
     TooFewDraws,
 )
@@ -159,6 +160,7 @@ __all__ = [
     "LocalRunWarning",
     "LowAcceptance",
     "NotSettled",
+    "NotSpread",
     "RunNote",
     "TooFewDraws",
     "llc_table",

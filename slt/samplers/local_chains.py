@@ -86,7 +86,12 @@ from slt.samplers.exact import (
     restricted_logdensity,
     temperature_terms,
 )
-from slt.samplers.run_length import EXACT_ADAPTATION, RunLength, decide_run_length
+from slt.samplers.run_length import (
+    EXACT_ADAPTATION,
+    RunLength,
+    decide_run_length,
+    trace_statistics,
+)
 from slt.samplers.runner import ProgressBar, run_units
 from slt.samplers.sgld import SGLDState, mala_log_acceptance, sgld
 from slt.samplers.shuffle import epoch_indices
@@ -94,6 +99,7 @@ from slt.samplers.shuffle import epoch_indices
 __all__ = [
     "ChainTargets", "ChainTrace", "Observables", "run_chains", "divergence_threshold",
     "configurational_temperature",
+    "virial_temperature",
 ]
 
 # The starting offsets (`ChainTargets.start_scale`) are drawn from fold_in(key, START_STREAM).
@@ -137,6 +143,9 @@ class ChainTrace(NamedTuple):
       |grad U(w_t)|^2) and v' Hess U_b'(w_t) v with v a Rademacher vector (unbiased for the
       Laplacian of U at w_t), U = -log pi.
     distance: ||w_t - w_center||.
+    virial: (w_t - w_center) . grad U_b(w_t), every step, on the step's minibatch (an exact
+      sampler's: on the full data), unbiased for (w_t - w_center) . grad U(w_t); its mean over
+      the local posterior is the number of sampled coordinates (`virial_temperature`).
     center_full_loss: L_n(w_center), the mean of those per-example losses over the full data
       (the reference of the divergence test, and L_n(w*) for the estimators); with several
       centres an array, one value per centre.
@@ -158,6 +167,7 @@ class ChainTrace(NamedTuple):
     gradient_product: np.ndarray
     laplacian: np.ndarray
     distance: np.ndarray
+    virial: np.ndarray
     center_full_loss: float
     diverged_at: np.ndarray
     final_position: np.ndarray
@@ -211,6 +221,37 @@ def configurational_temperature(gradient_product, laplacian) -> tuple[float, flo
     residual = numerator - temperature * denominator
     std_error = residual.std(ddof=1) / np.sqrt(numerator.size) / denominator.mean()
     return float(temperature), float(std_error)
+
+
+def virial_temperature(virial, num_coordinates: int) -> tuple[float, float]:
+    """T_v = E[(w - w*) . grad U(w)] / k over the chains' draws, and its standard error.
+
+    The virial theorem of the local posterior pi ∝ exp(-U) on the k sampled coordinates:
+    integrating div((w - w*) pi) = 0 gives E_pi[(w - w*) . grad U] = k, so T_v = 1 exactly
+    when the chains sample pi, whatever its shape. Unlike the configurational temperature,
+    which is local (gradients against curvature where the chains are), the virial weighs
+    every direction by how far the chains have gone along it: where L_n is flat (a valley
+    of minima through w*, held only by the localizer gamma), the share of a direction is
+    gamma E[x^2] = 1 only once the chains have spread to its width 1 / sqrt(gamma). Chains
+    that have not (SGLD diffuses along a flat direction in about 1 / (gamma eps) steps) have
+    T_v < 1 while their configurational temperature is 1 (measured on reduced-rank
+    regression at its true parameter, benchmarks/RESULTS.md).
+
+    Args:
+      virial: (chain, draw) per-draw unbiased estimates (w_t - w*) . grad U_b(w_t)
+        (`ChainTrace.virial`; NaN entries are ignored).
+      num_coordinates: k, the number of sampled coordinates.
+
+    Returns:
+      (T_v, standard error sd / sqrt(ESS) / k, `slt.samplers.run_length.trace_statistics`
+      over the chains); (nan, nan) with fewer than four finite draws per chain.
+    """
+    virial = np.asarray(virial, dtype=float)
+    finite = virial[np.all(np.isfinite(virial), axis=1)]
+    if finite.ndim != 2 or finite.shape[0] == 0 or finite.shape[1] < 4:
+        return float("nan"), float("nan")
+    mean, std_error, _, _ = trace_statistics(finite)
+    return float(mean / num_coordinates), float(std_error / num_coordinates)
 
 
 class ChainTargets(NamedTuple):
@@ -422,7 +463,7 @@ def run_chains(
     )
     records = join_records(chunks)  # a resumed run's chunks come back joined
     steps_done = min(records[0].shape[1], num_steps)
-    loss, center_loss, log_acceptance, gradient_product, laplacian, distance = (
+    loss, center_loss, log_acceptance, gradient_product, laplacian, distance, virial = (
         record[:, :steps_done] for record in records
     )
     decided = lengths(chunks, True) if plan.adaptive else [RunLength(
@@ -436,6 +477,7 @@ def run_chains(
         gradient_product=gradient_product,
         laplacian=laplacian,
         distance=distance,
+        virial=virial,
         center_full_loss=np.asarray(center_full_loss) if several else float(center_full_loss[0]),
         diverged_at=_to_host(carry.diverged_at),
         final_position=final,
@@ -553,6 +595,7 @@ def _combine_twins(trace: ChainTrace) -> ChainTrace:
         gradient_product=trace.gradient_product[half:],
         laplacian=trace.laplacian[half:],
         distance=trace.distance[:half],
+        virial=trace.virial[:half],
         diverged_at=np.where(first == never, -1, first).astype(trace.diverged_at.dtype),
         final_position=trace.final_position[:half],
     )
@@ -839,6 +882,7 @@ def _run_chunk(config: _Config, carry: _Carry, chain_keys, per_chain, shared: _S
             jnp.where(stopped, nan, gradient_product),
             jnp.where(stopped, nan, laplacian),
             jnp.linalg.norm(state.position - center),
+            jnp.where(stopped, nan, -jnp.dot(state.position - center, info.gradient)),
         )
         return new_state, diverged_at, record
 
@@ -895,7 +939,9 @@ def _run_exact_chunk(config: _Config, carry: _Carry, chain_keys, per_chain, shar
         nan = jnp.asarray(jnp.nan, loss.dtype)
         record = (jnp.where(stopped, nan, loss), reference,
                   jnp.where(stopped, nan, jnp.log(acceptance).astype(loss.dtype)),
-                  jnp.linalg.norm(position - center))
+                  jnp.linalg.norm(position - center),
+                  jnp.where(stopped, nan, -jnp.dot(position - center,
+                                                   state.kernel.logdensity_grad)))
         return new_state, diverged_at, record
 
     def temperature(state: ExactState, chain_key, values, center, step):
@@ -906,7 +952,7 @@ def _run_exact_chunk(config: _Config, carry: _Carry, chain_keys, per_chain, shar
     observe = _observation(problem, watch)
 
     def scan_step(carry: _Carry, step):
-        state, diverged_at, (loss, reference, log_acceptance, distance) = jax.vmap(
+        state, diverged_at, (loss, reference, log_acceptance, distance, virial) = jax.vmap(
             chain_step, in_axes=(0, 0, 0, 0, 0, 0, None))(
             carry.chain, carry.diverged_at, chain_keys, per_chain, chain_centers,
             chain_references, step)
@@ -918,7 +964,7 @@ def _run_exact_chunk(config: _Config, carry: _Carry, chain_keys, per_chain, shar
             lambda: (nan, nan))
         stopped = diverged_at >= 0
         record = (loss, reference, log_acceptance, jnp.where(stopped, nan, gradient_product),
-                  jnp.where(stopped, nan, laplacian), distance)
+                  jnp.where(stopped, nan, laplacian), distance, virial)
         positions = _projected(carry.chain.kernel.position, per_chain[4], chain_centers)
         observed = observe(carry.observed, positions, diverged_at < 0, step)
         return _Carry(state, diverged_at, observed), record

@@ -33,14 +33,15 @@ def regression():
     return problem, mle
 
 
-GOOD = SGLD(step_size=2e-4)  # eps n beta h / 4 = 0.013: discretisation and minibatch noise ~3%
+GOOD = SGLD(step_size=2e-4)
+DEFAULT = slt.LocalPosterior()  # eps n beta h / 4 = 0.013: discretisation and minibatch noise ~3%
 
 
-def _names(problem, params, key=0, *, sampler=GOOD, **plan):
+def _names(problem, params, key=0, *, sampler=GOOD, posterior=DEFAULT, **plan):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = slt.llc(problem, params, jax.random.key(key), sampler=sampler,
-                         plan=RunPlan(**{**SHORT, **plan}))
+                         posterior=posterior, plan=RunPlan(**{**SHORT, **plan}))
     return result, set(result.warning_names)
 
 
@@ -91,6 +92,25 @@ def test_hot_cold_unmixed_and_motionless_chains_are_named(regression):
     assert still_names == {"ChainsDidNotMove"}
     centred, _ = _names(problem, mle, sampler=SGLD(step_size=1e-30), start="center")
     assert abs(centred.llc_mean) < 1e-10 and "ChainsDidNotMove" in centred.warning_names
+
+
+def test_chains_not_spread_along_a_flat_direction_are_named_and_gamma_is_a_remedy(regression):
+    """A weight the loss never sees (u): the local posterior holds it only by gamma, with
+    width 1 / sqrt(gamma); SGLD at eps diffuses that far in about 1 / (gamma eps) steps."""
+    problem, mle = regression
+    flat = slt.Problem.from_predict(lambda p, x: x @ p["w"], {**mle, "u": jnp.zeros(1)},
+                                    {"x": problem.data["x"], "y": problem.data["y"]},
+                                    "gaussian")
+    params = {**mle, "u": jnp.zeros(1)}
+    # gamma = 1: 600 steps of 2e-4 reach a variance of about 0.12 of the posterior's 1
+    result, names = _names(flat, params)
+    assert "NotSpread" in names and result.virial_temperature < 0.8
+    assert "HotChains" not in names and "ColdChains" not in names  # locally in equilibrium
+    assert any(m.startswith("NotSpread: the chains have not spread") for m in result.warnings)
+    # gamma = 100: width 0.1, crossed in about 50 steps; the curved directions need it too
+    result, names = _names(flat, params, posterior=slt.LocalPosterior(gamma=100.0))
+    assert "NotSpread" not in names
+    assert abs(result.virial_temperature - 1) < 0.05 + 3 * result.virial_temperature_std_error
 
 
 def test_short_runs_say_so(regression):

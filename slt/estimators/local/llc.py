@@ -57,6 +57,7 @@ from slt.samplers.local_chains import (
     Observables,
     configurational_temperature,
     run_chains,
+    virial_temperature,
 )
 from slt.validation import warn_caller
 
@@ -102,6 +103,12 @@ class LLCResult(Persistable):
         fraction T - 1 (exactly T - 1 when every direction has the same curvature; on a
         Gaussian target lambda_hat / T <= lambda <= lambda_hat). T < 1: the chains have not
         reached the local posterior yet. NaN when not measured.
+      virial_temperature, virial_temperature_std_error: T_v = E[(w - w*) . grad U] / k over
+        the draws (k the sampled weights; `slt.samplers.local_chains.virial_temperature`),
+        measured every step: 1 when the chains sample the local posterior. It sees what the
+        configurational temperature cannot: T_v < 1 when the chains have not spread along
+        directions where L_n is flat (only gamma holds them), however well they sample the
+        curved ones.
       drift_z: the change of lambda_hat between the first and second half of the draws in
         standard errors (`trace_drift`); above 3 a warning says the chains have not settled
         (lambda_hat still rising: warmup too short for the step size).
@@ -152,6 +159,8 @@ class LLCResult(Persistable):
     extrapolated: bool = False
     temperature: float = float("nan")
     temperature_std_error: float = float("nan")
+    virial_temperature: float = float("nan")
+    virial_temperature_std_error: float = float("nan")
     drift_z: float = float("nan")
     sampled_weights: int | None = None
     sampler: str = "SGLD"
@@ -197,6 +206,8 @@ class LLCResult(Persistable):
                     "mala_acceptance": self.mala_acceptance,
                     "temperature": self.temperature,
                     "temperature_se": self.temperature_std_error,
+                    "virial_temperature": self.virial_temperature,
+                    "virial_temperature_se": self.virial_temperature_std_error,
                     "below_init": self.fraction_below_init,
                     "rhat": self.rhat,
                     "ess": self.ess,
@@ -522,8 +533,8 @@ def _targets(problem: Problem, posterior: LocalPosterior, parts: list[LocalPart]
 def _chains_of(trace, rows: slice, center: int):
     """The part of a `ChainTrace` that belongs to the chains `rows` around centre `center`."""
     per_chain = ("loss", "center_loss", "log_acceptance", "gradient_product", "laplacian",
-                 "distance", "diverged_at", "final_position", "warmup_steps", "kept_steps",
-                 "stop_reason")
+                 "distance", "virial", "diverged_at", "final_position", "warmup_steps",
+                 "kept_steps", "stop_reason")
     full_loss = trace.center_full_loss
     return trace._replace(
         **{name: getattr(trace, name)[rows] for name in per_chain},
@@ -593,6 +604,9 @@ def summarise_trace(trace: ChainTrace, run: LocalRun, step_size: float, *, batch
     acceptance = np.exp(trace.log_acceptance[:, kept_steps][healthy])
     mala = float(np.nanmean(acceptance)) if np.isfinite(acceptance).any() else float("nan")
     temperature, temperature_se = _temperature(trace)
+    virial, virial_se = virial_temperature(
+        trace.virial[:, kept_steps][healthy],
+        trace.final_position.shape[1] if sampled_weights is None else sampled_weights)
     return _with_warnings(LLCResult(
         llc_mean=mean,
         std_error=std_error,
@@ -618,6 +632,8 @@ def summarise_trace(trace: ChainTrace, run: LocalRun, step_size: float, *, batch
         extrapolated=bool(getattr(sampler, "extrapolate", False)),
         temperature=temperature,
         temperature_std_error=temperature_se,
+        virial_temperature=virial,
+        virial_temperature_std_error=virial_se,
         drift_z=trace_drift(kept),
         sampled_weights=sampled_weights,
         sampler=type(sampler).__name__,
