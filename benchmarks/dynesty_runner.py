@@ -16,7 +16,9 @@ coordinates (the unit cube, mapped onto the prior by its inverse CDF):
   "weight_concentration", "mean_prior_scale". Unit-cube layout: K - 1 stick fractions, K means,
   K scales (d = 3K - 1, slt's d); the parameters: weights[:K - 1], means, scales.
 
-and the sampler's settings: "nlive", "bound", "sample", "dlogz", "seed". A job with "check" (a
+and the sampler's settings: "nlive", "bound", "sample", "dlogz", "seed", and optionally
+"slices" (slice updates per new live point for "slice"/"rslice"; dynesty's default for
+"rslice" is 3 + d). A job with "check" (a
 list of parameter vectors in the model's own coordinates: w, or weights[:K - 1] ++ means ++
 scales) and "prior_draws" (a count) samples nothing: it answers the total log-likelihood at each
 vector and that many prior draws (the prior transform of uniform points, seeded by "seed"), for
@@ -109,7 +111,8 @@ def main() -> None:
     import_time = time.perf_counter() - start
     sampler = dynesty.NestedSampler(
         loglik, prior_transform, dim, nlive=job["nlive"], bound=job["bound"],
-        sample=job["sample"], rstate=np.random.default_rng(job["seed"]),
+        sample=job["sample"], slices=job.get("slices"),
+        rstate=np.random.default_rng(job["seed"]),
     )
     start = time.perf_counter()
     sampler.run_nested(dlogz=job["dlogz"], print_progress=False)

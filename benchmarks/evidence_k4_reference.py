@@ -15,15 +15,23 @@ Old Faithful eruption durations (n = 272), `gaussian_mixture(4)` with its defaul
   distinct MAP optima), float64, and the optimal bridge from the same; no fallback. Unbiased
   for Z given a proposal that covers the posterior (its Pareto k̂ is reported).
 
-Run: `python -m benchmarks.evidence_k4_reference [dynesty|importance]` (prints one JSON line
-per run; each dynesty run takes minutes on one core).
+Two more from slt itself, both started from the prior: "smc" (`free_energy(...,
+method="importance")`: tempered SMC, its TI, and importance sampling from its particles) and
+"nested" (BlackJAX nested slice sampling), defaults, float64.
+
+Run: `python -m benchmarks.evidence_k4_reference [dynesty|importance|smc|nested] [--seeds SEED ...]
+[--nlive N] [--slices S]` (prints one JSON line per run; each dynesty run takes minutes on
+one core). Seeds given pick the dynesty seeds and importance keys; without them, dynesty seeds
+0…`NUM_DYNESTY_RUNS` - 1 and `IMPORTANCE_KEYS`. `--nlive` and `--slices` change dynesty's
+live points (default `NLIVE`) and its slice updates per new point (default 3 + d = 14): too
+few slice updates leave a new point correlated with the live point it started from.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
-import sys
 import time
 import warnings
 
@@ -36,8 +44,9 @@ IMPORTANCE_DRAWS = 100_000
 IMPORTANCE_KEYS = (0, 1)
 
 
-def dynesty_runs() -> list[dict]:
-    """`NUM_DYNESTY_RUNS` dynesty runs of K = 4 after the model check."""
+def dynesty_runs(seeds=range(NUM_DYNESTY_RUNS), nlive=NLIVE, slices=None) -> list[dict]:
+    """One dynesty run of K = 4 per seed (`nlive` live points, `slices` slice updates per
+    new point, None: dynesty's default), after the model check."""
     from benchmarks import evidence_peers as peers
 
     python = peers.ensure_dynesty_venv()
@@ -46,18 +55,19 @@ def dynesty_runs() -> list[dict]:
     print(json.dumps({"check": {"max_loglik_gap": loglik_gap, "max_ks": ks,
                                 "ks_critical": peers.KS_CRITICAL}}), flush=True)
     runs = []
-    for seed in range(NUM_DYNESTY_RUNS):
+    for seed in seeds:
         cpu = peers._cpu_children()
         answer = peers._run_dynesty(python, case.job | peers.DYNESTY
-                                    | {"nlive": NLIVE, "seed": seed})
-        answer |= {"F": -answer["log_evidence"], "seed": seed,
-                   "cpu_s": peers._cpu_children() - cpu}
+                                    | {"nlive": nlive, "seed": seed, "slices": slices})
+        answer |= {"F": -answer["log_evidence"], "seed": seed, "nlive": nlive,
+                   "slices": slices, "cpu_s": peers._cpu_children() - cpu,
+                   "load": os.getloadavg()}
         print(json.dumps(answer), flush=True)
         runs.append(answer)
     return runs
 
 
-def importance_runs() -> list[dict]:
+def importance_runs(keys=IMPORTANCE_KEYS) -> list[dict]:
     """Long importance sampling and bridge (module doc), float64, one run per key."""
     jax.config.update("jax_enable_x64", True)
     import slt
@@ -69,7 +79,7 @@ def importance_runs() -> list[dict]:
                                           num_samples=NUTS_DRAWS),
                             num_samples=IMPORTANCE_DRAWS, fallback=None)
     runs = []
-    for seed in IMPORTANCE_KEYS:
+    for seed in keys:
         start, cpu = time.perf_counter(), time.process_time()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -87,9 +97,52 @@ def importance_runs() -> list[dict]:
     return runs
 
 
+def prior_started_runs(method: str, keys=(0,)) -> list[dict]:
+    """slt's own methods that start from the prior, float64, with their defaults, one run per
+    key: "importance" (tempered SMC; its SMC and TI estimates and importance sampling from its
+    final particles) or "nested" (BlackJAX nested slice sampling, the runs merged)."""
+    jax.config.update("jax_enable_x64", True)
+    import numpy as np
+
+    import slt
+    from benchmarks.evidence_old_faithful import old_faithful_mixture
+
+    problem = old_faithful_mixture(4)
+    runs = []
+    for seed in keys:
+        start, cpu = time.perf_counter(), time.process_time()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = slt.free_energy(problem, jax.random.key(seed), method=method,
+                                     progress=False)
+        answer = {"method": method, "seed": seed, "F": result.free_energy,
+                  "se": result.std_error, "smc": result.smc, "ti": result.ti,
+                  "importance": result.importance, "nested": result.nested,
+                  "per_copy": np.asarray(result.per_copy).tolist(),
+                  "warnings": [str(w.message)[:200] for w in caught],
+                  "dtype": str(problem.dtype), "wall_s": time.perf_counter() - start,
+                  "cpu_s": time.process_time() - cpu, "load": os.getloadavg()}
+        print(json.dumps(answer), flush=True)
+        runs.append(answer)
+    return runs
+
+
 if __name__ == "__main__":
-    parts = sys.argv[1:] or ["dynesty", "importance"]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("parts", nargs="*",
+                        help="dynesty, importance, smc, nested (default: the first two)")
+    parser.add_argument("--seeds", type=int, nargs="+")
+    parser.add_argument("--nlive", type=int, default=NLIVE)
+    parser.add_argument("--slices", type=int)
+    args = parser.parse_args()
+    parts = args.parts or ["dynesty", "importance"]
+    unknown = set(parts) - {"dynesty", "importance", "smc", "nested"}
+    if unknown:
+        parser.error(f"unknown part(s) {sorted(unknown)}")
     if "dynesty" in parts:
-        dynesty_runs()
+        dynesty_runs(args.seeds or range(NUM_DYNESTY_RUNS), args.nlive, args.slices)
     if "importance" in parts:
-        importance_runs()
+        importance_runs(args.seeds or IMPORTANCE_KEYS)
+    for part, method in (("smc", "importance"), ("nested", "nested")):
+        if part in parts:
+            prior_started_runs(method, args.seeds or (0,))
