@@ -197,7 +197,7 @@ def diagnose(result, kept: np.ndarray) -> list[tuple[type[LocalRunWarning], str]
             f"{result.virial_temperature_std_error:.2f}, 1 at equilibrium): along directions "
             "where L_n is flat, held only by gamma, they stay nearer w* than the posterior "
             f"does, so lambda_hat {result.llc_mean:.3g} is that of a tighter neighbourhood and "
-            "grows with the run length; check it with an exact sampler (slt.llc_check, or "
+            "changes as they spread; check it with an exact sampler (slt.llc_check, or "
             "sampler=slt.samplers.HMC()), draw much longer, or raise gamma (a narrower "
             "estimand that chains cross in about 1 / (gamma step_size) steps)")
     if _disagreeing(result, kept):
