@@ -54,8 +54,8 @@ def test_every_layer_of_a_trained_deep_linear_network_within_ten_percent(trained
     exact = [slt.truth.dln_layer_rlct(layers, layer).as_float for layer in range(4)]
     assert exact == [5.0, 4.0, 3.0, 3.0]  # not d_V / 2 = 10, 4, 4, 6: the bottleneck shows
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", slt.NotSpread)  # read below
         warnings.simplefilter("error")  # no other diagnostic: the chains are at temperature
+        warnings.simplefilter("ignore", slt.NotSpread)  # read below (inserted first: wins)
         table = slt.llc_table(problem, w_star, jax.random.key(3),
                               sampler=SGLD(step_size=2.5e-4),
                               plan=RunPlan(num_samples=3000, num_warmup=1000, progress=False))

@@ -131,12 +131,13 @@ def test_extrapolation_combines_twin_chains(key):
     np.testing.assert_array_equal(combined.log_acceptance, twins.log_acceptance[2:])
     np.testing.assert_array_equal(combined.laplacian, twins.laplacian[2:])
     np.testing.assert_array_equal(combined.distance, twins.distance[:2])
+    np.testing.assert_array_equal(combined.virial, twins.virial[:2])
     np.testing.assert_array_equal(combined.final_position, twins.final_position[:2])
 
 
 def test_a_twin_pair_diverges_when_either_twin_does():
     trace = local_chains.ChainTrace(
-        *(np.zeros((4, 3)) for _ in range(6)), center_full_loss=0.0,
+        *(np.zeros((4, 3)) for _ in range(7)), center_full_loss=0.0,
         diverged_at=np.array([-1, 7, 5, -1], np.int32),
         final_position=np.zeros((4, 1)), compile_time=0.0, run_time=0.0,
     )
