@@ -238,19 +238,18 @@ def virial_temperature(virial, num_coordinates: int) -> tuple[float, float]:
     regression at its true parameter, benchmarks/RESULTS.md).
 
     Args:
-      virial: (chain, draw) per-draw unbiased estimates (w_t - w*) . grad U_b(w_t)
-        (`ChainTrace.virial`; NaN entries are ignored).
+      virial: (chain, draw) per-draw unbiased estimates (w_t - w*) . grad U_b(w_t) of the
+        chains that did not diverge (`ChainTrace.virial`).
       num_coordinates: k, the number of sampled coordinates.
 
     Returns:
       (T_v, standard error sd / sqrt(ESS) / k, `slt.samplers.run_length.trace_statistics`
-      over the chains); (nan, nan) with fewer than four finite draws per chain.
+      over the chains); (nan, nan) without a chain or with fewer than four draws per chain.
     """
     virial = np.asarray(virial, dtype=float)
-    finite = virial[np.all(np.isfinite(virial), axis=1)]
-    if finite.ndim != 2 or finite.shape[0] == 0 or finite.shape[1] < 4:
+    if virial.shape[0] == 0 or virial.shape[1] < 4:
         return float("nan"), float("nan")
-    mean, std_error, _, _ = trace_statistics(finite)
+    mean, std_error, _, _ = trace_statistics(virial)
     return float(mean / num_coordinates), float(std_error / num_coordinates)
 
 
