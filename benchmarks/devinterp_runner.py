@@ -306,9 +306,13 @@ def _serve_transformer(arrays) -> None:
         device = job.get("device", "cpu")
         if "losses_path" in job:  # the twin's per-token losses on every sequence, no timing
             model = build_model(job["checkpoint"]).to(device)
-            with torch.no_grad():
-                losses = per_token_loss(model, torch.from_numpy(tokens).to(device))
-            np.save(job["losses_path"], losses.cpu().numpy())
+            with torch.no_grad():  # in blocks: the GPU is shared with JAX's process
+                losses = np.concatenate([
+                    per_token_loss(model, torch.from_numpy(tokens[start:start + 128]).to(device))
+                    .cpu().numpy() for start in range(0, len(tokens), 128)])
+            if device == "cuda":
+                torch.cuda.empty_cache()
+            np.save(job["losses_path"], losses)
             return {"saved": job["losses_path"]}
         if "masks_path" in job:  # devinterp's masks of each part, under the .npz's names
             model = build_model(0)

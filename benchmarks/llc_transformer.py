@@ -104,6 +104,7 @@ SAMPLING = {
 ROUNDS = 2
 DEVINTERP_VERSION = "2.0.1"
 GPU_RESULTS = "llc_transformer_gpu.json"
+TWIN_CHUNK = 128  # sequences per block of the twin check's JAX losses
 
 
 def log(message: str) -> None:
@@ -365,13 +366,17 @@ def write_npz(path: Path, tokens: np.ndarray, checkpoints: list[dict]) -> None:
 
 def twin_check(worker, params: dict, tokens: np.ndarray, checkpoint: int, folder: Path,
                device: str = "cpu") -> float:
-    """max |per-token loss of the torch twin - JAX's| on every sequence at a checkpoint."""
+    """max |per-token loss of the torch twin - JAX's| on every sequence at a checkpoint
+    (JAX's in blocks of `TWIN_CHUNK` sequences: at the Hoogland size all 2 048 sequences'
+    logits at once need about 20 GB)."""
     import jax
 
     path = folder / "twin_losses.npy"
     worker.run({"losses_path": str(path), "checkpoint": checkpoint, "seed": 0,
                 "device": "cuda" if device == "gpu" else "cpu"})
-    jax_losses = np.asarray(jax.jit(per_token_nll)(params, tokens))
+    losses = jax.jit(per_token_nll)
+    jax_losses = np.concatenate([np.asarray(losses(params, tokens[start:start + TWIN_CHUNK]))
+                                 for start in range(0, len(tokens), TWIN_CHUNK)])
     return float(np.max(np.abs(np.load(path) - jax_losses)))
 
 

@@ -16,7 +16,10 @@ tokens (no downloads), then on the same device, at the same settings:
     compile time reported apart) and devinterp 2.0.1 `llc` (chains in turn); draws per second
     = chains x draws / wall seconds, and the seconds per SGLD step: slt's sampling loop
     (`run_time`) over its steps (all chains together), devinterp's wall time of a long call
-    minus a short one over the chain-steps between them (its per-call costs cancel).
+    minus a short one over the chain-steps between them (its per-call costs cancel);
+  * at the Hoogland size, every head's lambda_hat by both (the CPU comparison's heads' run:
+    slt's one `llc_trajectory(..., parts)` against devinterp's one call per head), their wall
+    and CPU times and their agreement in combined standard errors.
 
 Each finished measurement is written at once to $OUT/llc_transformer_gpu.json (or the
 system's temporary folder without $OUT), so a run stopped by its time limit keeps what it had.
@@ -40,6 +43,9 @@ from benchmarks import llc_transformer as bench
 
 SHORT_DRAWS = 10  # devinterp's short call (per-call costs), against the full call's draws
 FORWARD_BACKWARD_STEPS = 50
+# the sizes at which every head's lambda_hat is also measured by both libraries (the CPU
+# comparison's heads' run, on this device)
+HEADS_TRAJECTORY_SIZES = ("hoogland",)
 
 
 def _output_path() -> Path:
@@ -82,6 +88,28 @@ def _slt_llc(problem, params, key, config, part=None):
         start = time.perf_counter()
         result = slt.llc(problem, params, key, **values)
     return time.perf_counter() - start, first.compile_time, result
+
+
+def _heads(worker, problem, params, seed: int, config: dict, m: int) -> dict:
+    """Every head's lambda_hat at the checkpoint, the CPU comparison's heads' run on this
+    device: slt's one `llc_trajectory(..., parts)` (every head's chains in one program; a
+    first call compiles, the second is timed) against devinterp 2.0.1's one `llc` call per
+    head, and their agreement in combined standard errors."""
+    import jax
+
+    parts = bench.head_parts(params)
+    key = jax.random.key(seed)
+    first = bench.slt_parts(problem, [params], key, parts, config)
+    means, ses, wall, cpu = bench.slt_parts(problem, [params], key, parts, config)
+    bench.log(f"{len(parts)} heads: slt {wall:.2f} s (first call {first[2]:.1f} s)")
+    reply = bench.devinterp_parts(worker, [0], list(parts), config, seed, config["nbeta"] * m)
+    bench.log(f"{len(parts)} heads: devinterp 2.0.1 {reply['wall']:.1f} s")
+    gaps = bench.agreement(means, ses, reply["means"], reply["ses"])
+    return {"parts": list(parts), "slt_first_call": first[2], "slt_wall": wall, "slt_cpu": cpu,
+            "devinterp_wall": reply["wall"], "devinterp_cpu": reply["cpu"],
+            "slt_means": means[0].tolist(), "slt_ses": ses[0].tolist(),
+            "devinterp_means": reply["means"][0].tolist(),
+            "devinterp_ses": reply["ses"][0].tolist(), "gaps": gaps[0].tolist()}
 
 
 def measure_size(name: str, seed: int, dry: bool, results: dict) -> None:
@@ -151,6 +179,9 @@ def measure_size(name: str, seed: int, dry: bool, results: dict) -> None:
             bench.log(f"{name} {part_name}: devinterp {devinterp_entry}")
             entry[f"devinterp_{part_name}"] = devinterp_entry
             _save(results)
+        if name in HEADS_TRAJECTORY_SIZES:
+            entry["heads"] = _heads(worker, problem, params, seed, config, m)
+            _save(results)
     finally:
         worker.close()
         shutil.rmtree(folder)  # the .npz, the checks' files, the runner's log
@@ -211,5 +242,25 @@ def gpu_report(results: dict) -> str:
                 f"**{ours['draws_per_second'] / theirs['draws_per_second']:.1f}×** | "
                 f"{1e3 * ours['seconds_per_step']:.2f} ms | "
                 f"{1e3 * theirs['seconds_per_chain_step']:.2f} ms | {ours['compile']:.1f} |")
+        heads = entry.get("heads")
+        if heads:
+            lines += [
+                "",
+                f"Every head at the checkpoint: slt one `llc_trajectory(..., parts)` call "
+                f"{heads['slt_wall']:.2f} s wall ({heads['slt_cpu']:.2f} s CPU; first call, "
+                f"compiling, {heads['slt_first_call']:.1f} s), devinterp 2.0.1 one `llc` call "
+                f"per head {heads['devinterp_wall']:.1f} s wall ({heads['devinterp_cpu']:.1f} s "
+                f"CPU): **{heads['devinterp_wall'] / heads['slt_wall']:.1f}× by wall time, "
+                f"{heads['devinterp_cpu'] / heads['slt_cpu']:.1f}× by CPU time**; "
+                f"{sum(g <= 2 for g in heads['gaps'])} of {len(heads['gaps'])} heads' λ̂ within "
+                "two combined standard errors.",
+                "",
+                "| head | slt λ̂ ± se | devinterp λ̂ ± se | gap (combined se) |",
+                "|---|---|---|---|"]
+            for index, part in enumerate(heads["parts"]):
+                lines.append(
+                    f"| {part} | {heads['slt_means'][index]:.4g} ± "
+                    f"{heads['slt_ses'][index]:.2g} | {heads['devinterp_means'][index]:.4g} ± "
+                    f"{heads['devinterp_ses'][index]:.2g} | {heads['gaps'][index]:.1f} |")
         lines.append("")
     return "\n".join(lines)
