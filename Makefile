@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.slt-installed
 DOCS_STAMP := $(VENV)/.slt-docs-installed
 
-.PHONY: demo test bench lint clean dist docs notebooks test-packaging
+.PHONY: demo test bench lint clean dist docs notebooks test-notebooks test-packaging
 
 # uv installs the same packages as pip, compiled to bytecode as pip does, in 19 s instead of 39
 # (clean clone). Without that bytecode every test process compiles the packages it imports,
@@ -33,6 +33,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n 3 --dist loadscope  # a module stays on one worker (compiles once); 3 workers on 2 cores fill the gaps of compiling and waiting (clean clone, empty compilation cache: 748-832 s for 1,223 tests on 2026-11-28, over the 10-minute target; 582-678 s on 2026-11-27)
+
+# Every notebook executed top to bottom at its test sizes (tests/test_notebooks.py), two at a
+# time: about 190 s of CPU, most of it compiling, which make test's 10 minutes do not hold;
+# .ci/run runs it after make test.
+test-notebooks: $(STAMP)
+	$(PY) -m pytest -q -m notebooks -n 2 --dist load tests/test_notebooks.py
 
 bench: $(STAMP)
 	$(PY) -m benchmarks

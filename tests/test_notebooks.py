@@ -1,5 +1,10 @@
 """The notebooks in notebooks/ run top to bottom without error, and are stored without outputs.
 
+Running them (`test_notebook_executes`, marked `notebooks`: seven kernels, about 190 s of CPU,
+most of it compiling) is `make test-notebooks`, which CI runs after `make test` (`.ci/run`):
+in `make test` they would take a third of its 10 minutes. The checks that need no kernel run
+in `make test`.
+
 Each notebook is executed by nbclient in a fresh `python3` kernel. The kernel must be this
 interpreter (the one running pytest, i.e. .venv's): ipykernel's kernelspec names `python`,
 which jupyter_client replaces by `sys.executable` of the launching process;
@@ -116,7 +121,7 @@ def test_kernel_runs_this_interpreter():
     assert Path(executable) == Path(sys.executable)
 
 
-@pytest.mark.heavy
+@pytest.mark.notebooks
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
 def test_notebook_executes(path):
     notebook = _with_sizes(nbformat.read(path, as_version=4), TEST_SIZES.get(path.name, {}))
