@@ -77,12 +77,14 @@ def _truths(key):
 
 # Models whose optimum the fast suite reaches another way (least squares in
 # test_mle_is_least_squares_and_map_is_ridge; the linear networks and the normal crossing in
-# the LLC tests' fits) run with the slow suite, and so do the 2-D mixture with a shared scale
-# and the ReLU network (10 s each): the fast suite keeps one case of each kind of multimodal
-# fit (the 1-D mixtures, the tanh and sigmoid networks, the product model).
+# the LLC tests' fits) run with the slow suite, and so do the 2-D mixture with a shared scale,
+# the ReLU network and two of the three 1-D mixtures (7-10 s of CPU each): the fast suite
+# keeps one case of each kind of multimodal fit (the 1-D mixture with K = 3, the tanh and
+# sigmoid networks, the product model).
 SLOW_FITS = {"linear_regression(d=3)", "reduced_rank_regression(M=5, H=3, N=5)",
              "deep_linear_network(4-6-2-4)", "normal_crossing(1,2)",
-             "gaussian_mixture(K=2, D=2, shared scale)", "two_layer_relu(2-2-1)"}
+             "gaussian_mixture(K=2, D=2, shared scale)", "two_layer_relu(2-2-1)",
+             "fixed_component_mixture(pi, mu, sigma)", "two_component_mixture"}
 
 
 def _fit_case(index: int):
