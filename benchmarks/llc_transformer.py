@@ -576,14 +576,11 @@ def report(raw: dict) -> str:
         f"{raw['slt_first_call']:.1f} s, not counted. Load average (1 min) during the run: "
         f"{loads.min():.1f}–{loads.max():.1f} on this 2-core machine (shared).",
         "",
-        "### On one GPU: Hoogland-sized and Pythia-70M-shaped models",
-        "",
-        "*[GPU FIGURES TO BE ADDED: the run of `--device gpu` (the command at the top of "
-        "benchmarks/llc_transformer.py; devinterp 2.0.1 and the packages it needs from the "
-        "wheels in .whl/), its tables rendered by `python -m benchmarks.llc_transformer "
-        "--gpu-report llc_transformer_gpu.json`: per size the twin's check, the model's own "
-        "forward + backward per step in JAX and torch, and λ̂ of the whole model and of head "
-        "l0h0 with slt's and devinterp's draws per second and seconds per SGLD step.]*",
+        "The GPU figures (`--device gpu`, the command at the top of benchmarks/llc_transformer.py) "
+        "are rendered apart by `--gpu-report llc_transformer_gpu.json`: per size the twin's "
+        "check, the model's own forward + backward per step in JAX and torch, λ̂ of the whole "
+        "model and of head l0h0 with both libraries' draws per second, and every head's λ̂ at "
+        "the Hoogland size.",
         "",
     ])
 
