@@ -9,10 +9,13 @@ axis' size.
 
 A fused grouped-query projection, one axis of (H + 2 H_kv) d_head rows holding the queries of
 H heads and the keys and values of H_kv heads, is a `FusedQKV`: the axis and the order of its
-blocks of d_head rows (q_h: query head h's block; k_g, v_g: kv head g's; r = H / H_kv):
+blocks of d_head rows (q_h: query head h's block; k_g, v_g: kv head g's; r = H / H_kv). It is
+a value of its own rather than an arrangement: its H query blocks and 2 H_kv key and value
+blocks make no product of factors, and a row may belong to several heads (a key row to the r
+query heads of its group). The two orders in use:
 
 - "qkv", [q_0 .. q_{H-1} | k_0 .. k_{H_kv-1} | v_0 .. v_{H_kv-1}]: Phi-3's qkv_proj, vLLM's
-  QKVParallelLinear (Qwen, Llama fused).
+  QKVParallelLinear (its fused qkv_proj of Llama, Qwen2, ..., on one device).
 - "grouped", per kv head g in turn [q_{g r} .. q_{g r + r - 1} | k_g | v_g]: Falcon's
   query_key_value (all three of its variants: H_kv = H, 1, or config.num_kv_heads) and
   GPT-BigCode's c_attn (H_kv = H, or 1 with multi_query).
@@ -36,9 +39,11 @@ the two orders coincide. A layout maps regular expressions (searched in `leaf_na
   q_proj kernel (d, H d_head), k_proj and v_proj kernels (d, H_kv d_head), o_proj kernel
   (H d_head, d), and the biases of q_proj, k_proj, v_proj.
 - "phi3", Phi-3 in PyTorch's layout: self_attn/qkv_proj weight ((H + 2 H_kv) d_head, d),
-  `FusedQKV` "qkv", and self_attn/o_proj weight (d, H d_head).
-- "falcon", Falcon in PyTorch's layout: self_attention/query_key_value weight and bias
-  ((H + 2 H_kv) d_head, d), `FusedQKV` "grouped", and self_attention/dense weight (d, H d_head).
+  `FusedQKV` "qkv" (and its bias, where there is one), and self_attn/o_proj weight
+  (d, H d_head).
+- "falcon", Falcon in PyTorch's layout: self_attention/query_key_value weight and bias (with
+  config.bias) ((H + 2 H_kv) d_head, d), `FusedQKV` "grouped", and self_attention/dense
+  weight (d, H d_head).
 - "gpt_bigcode", GPT-BigCode (SantaCoder, StarCoder) in PyTorch's layout: attn/c_attn weight
   and bias ((H + 2 H_kv) d_head, d), `FusedQKV` "grouped", and attn/c_proj weight (d, H d_head).
 
