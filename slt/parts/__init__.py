@@ -3,9 +3,10 @@
 Select weights by the names of their leaves (`matching`: a glob or a regular expression;
 `layer`, `attention`, `mlp`, `embedding`, `unembedding`: the common layouts, recognised by
 name), combine masks (`union`, `intersection`, `difference`), split attention into one part
-per head (`heads`, with the layouts of TransformerLens, Flax NNX, Equinox, GPT-NeoX and
-grouped-query attention in `LAYOUTS`, or your own `HeadAxis`es), and see what a set of parts
-selects before running (`preview`).
+per head (`heads`, with the layouts of TransformerLens, Flax NNX, Equinox, GPT-NeoX,
+grouped-query attention and the fused grouped-query projections of Phi-3, Falcon and
+GPT-BigCode in `LAYOUTS`, or your own `HeadAxis`es and `FusedQKV`s), and see what a set of
+parts selects before running (`preview`).
 
 Example:
   >>> block = {"W_Q": np.ones((2, 3, 1)), "W_K": np.ones((2, 3, 1)),
@@ -26,7 +27,7 @@ Example:
 
 from slt.parts import select
 from slt.parts.counts import preview
-from slt.parts.heads import LAYOUTS, HeadAxis, heads
+from slt.parts.heads import LAYOUTS, FusedQKV, HeadAxis, heads
 from slt.parts.select import *  # noqa: F403  (its public names, its __all__)
 
-__all__ = ["LAYOUTS", "HeadAxis", "heads", "preview", *select.__all__]
+__all__ = ["LAYOUTS", "FusedQKV", "HeadAxis", "heads", "preview", *select.__all__]

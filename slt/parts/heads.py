@@ -5,8 +5,24 @@ is arranged, in einops' notation: "h" (the axis is the heads, one slice each), "
 contiguous blocks, head-major), "(h 3 d)" (per head, its q, k and v blocks in turn: GPT-NeoX's
 fused query_key_value), "(3 h d)" (q of every head, then k, then v: GPT-2's c_attn). Numbers are
 fixed sizes, h the number of heads on that leaf, and one other letter is inferred from the
-axis' size. A layout maps regular expressions (searched in `leaf_names`' names) to `HeadAxis`es;
-`heads` reads any layout, and `LAYOUTS` holds the presets:
+axis' size.
+
+A fused grouped-query projection, one axis of (H + 2 H_kv) d_head rows holding the queries of
+H heads and the keys and values of H_kv heads, is a `FusedQKV`: the axis and the order of its
+blocks of d_head rows (q_h: query head h's block; k_g, v_g: kv head g's; r = H / H_kv). It is
+a value of its own rather than an arrangement: its H query blocks and 2 H_kv key and value
+blocks make no product of factors, and a row may belong to several heads (a key row to the r
+query heads of its group). The two orders in use:
+
+- "qkv", [q_0 .. q_{H-1} | k_0 .. k_{H_kv-1} | v_0 .. v_{H_kv-1}]: Phi-3's qkv_proj, vLLM's
+  QKVParallelLinear (its fused qkv_proj of Llama, Qwen2, ..., on one device).
+- "grouped", per kv head g in turn [q_{g r} .. q_{g r + r - 1} | k_g | v_g]: Falcon's
+  query_key_value (all three of its variants: H_kv = H, 1, or config.num_kv_heads) and
+  GPT-BigCode's c_attn (H_kv = H, or 1 with multi_query).
+
+With H_kv = H they are HeadAxis(axis, "(3 h d)") and HeadAxis(axis, "(h 3 d)"); with H_kv = 1
+the two orders coincide. A layout maps regular expressions (searched in `leaf_names`' names) to
+`HeadAxis`es and `FusedQKV`s; `heads` reads any layout, and `LAYOUTS` holds the presets:
 
 - "transformer_lens", TransformerLens-style arrays: W_Q, W_K, W_V (H, d_model, d_head), W_O
   (H, d_head, d_model), b_Q, b_K, b_V (H, d_head).
@@ -22,6 +38,17 @@ axis' size. A layout maps regular expressions (searched in `leaf_names`' names) 
 - "grouped_query", grouped-query attention under Llama's names with Flax kernels (in, out):
   q_proj kernel (d, H d_head), k_proj and v_proj kernels (d, H_kv d_head), o_proj kernel
   (H d_head, d), and the biases of q_proj, k_proj, v_proj.
+- "phi3", Phi-3 in PyTorch's layout: self_attn/qkv_proj weight ((H + 2 H_kv) d_head, d),
+  `FusedQKV` "qkv" (and its bias, where there is one), and self_attn/o_proj weight
+  (d, H d_head).
+- "falcon", Falcon in PyTorch's layout: self_attention/query_key_value weight and bias (with
+  config.bias) ((H + 2 H_kv) d_head, d), `FusedQKV` "grouped", and self_attention/dense
+  weight (d, H d_head).
+- "gpt_bigcode", GPT-BigCode (SantaCoder, StarCoder) in PyTorch's layout: attn/c_attn weight
+  and bias ((H + 2 H_kv) d_head, d), `FusedQKV` "grouped", and attn/c_proj weight (d, H d_head).
+
+The fused presets need num_kv_heads: H_kv of the model (H for multi-head attention, 1 for
+multi-query).
 
 Conventions:
 
@@ -30,8 +57,9 @@ Conventions:
   is in no head's part (`slt.parts.attention` includes it).
 - Grouped-query attention: H query heads share H_kv key/value heads, query head h reading kv
   head h // (H / H_kv). A query head's part holds its query and output weights and the key and
-  value weights of the kv head it reads; the H / H_kv query heads of a group then share their
-  kv weights: those parts overlap (`slt.parts.preview` counts the shared weights).
+  value weights of the kv head it reads, whether those are separate leaves (`HeadAxis` with
+  `kv`) or blocks of a fused one (`FusedQKV`); the H / H_kv query heads of a group then share
+  their kv weights: those parts overlap (`slt.parts.preview` counts the shared weights).
 - Parts are named "L{layer}.H{head}", the layer of the attention module by
   `slt.parts.layer_index` ("blocks/1/W_Q": layer 1); "H{head}" when params holds one attention
   module outside any layer; "{module path}.H{head}" when the layers do not tell modules apart.
@@ -49,9 +77,9 @@ import numpy as np
 
 from slt.parts.select import Mask, is_weight, layer_index, leaf_listing
 from slt.prediction import leaf_names
-from slt.validation import InputError, require_instance, require_int, set_field
+from slt.validation import InputError, require_instance, require_int, require_one_of, set_field
 
-__all__ = ["LAYOUTS", "HeadAxis", "heads"]
+__all__ = ["LAYOUTS", "FusedQKV", "HeadAxis", "heads"]
 
 
 @dataclass(frozen=True)
@@ -95,9 +123,7 @@ class HeadAxis:
           InputError: the leaf has no such axis, or the axis' size does not split into
             `count` heads as arranged; the message names the leaf.
         """
-        if not -len(shape) <= self.axis < len(shape):
-            raise InputError(f"{name} has shape {shape}: no axis {self.axis} to split into heads")
-        size = shape[self.axis]
+        size = _axis_size(name, shape, self.axis)
         sizes = [count if f == "h" else int(f) if f.isdigit() else None
                  for f in self.factors()]
         known = int(np.prod([s for s in sizes if s is not None]))
@@ -108,8 +134,94 @@ class HeadAxis:
         sizes = [size // known if s is None else s for s in sizes]
         return np.indices(sizes)[self.factors().index("h")].reshape(-1)
 
+    def readers(self, name: str, shape: tuple, num_heads: int,
+                num_kv_heads: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """The query heads whose parts hold each index along the axis (`FusedQKV.readers`):
+        one head each, or for a `kv` leaf the H / H_kv query heads reading its kv head
+        (num_kv_heads None: H_kv = H)."""
+        count = num_kv_heads if self.kv and num_kv_heads is not None else num_heads
+        group = num_heads // count
+        first = self.slots(name, shape, count) * group
+        return first, np.full_like(first, group)
 
-def _layouts() -> dict[str, dict[str, HeadAxis]]:
+
+@dataclass(frozen=True)
+class FusedQKV:
+    """A fused grouped-query projection: one axis holding the query rows of H heads and the key
+    and value rows of H_kv heads, (H + 2 H_kv) blocks of d_head rows.
+
+    Query head h reads kv head h // r, r = H / H_kv; its part holds its query block q_h and the
+    blocks k_{h // r} and v_{h // r}, which the r query heads of its group share. The blocks
+    follow each other along the axis in one of two orders (the module's docstring names the
+    models):
+
+    - "qkv": q_0 .. q_{H-1}, then k_0 .. k_{H_kv-1}, then v_0 .. v_{H_kv-1}.
+    - "grouped": for each kv head g in turn, q_{g r} .. q_{g r + r - 1}, k_g, v_g.
+
+    Attributes:
+      axis: the fused axis (negative counts from the end); PyTorch's weight (out, in): 0.
+      order: "qkv" or "grouped".
+
+    Example:
+      >>> qkv = np.zeros((8, 3))  # H = 2 query heads, H_kv = 1, d_head = 2: q0 q1 k v
+      >>> parts = slt.parts.heads({"qkv": qkv}, {"qkv": slt.parts.FusedQKV(0)}, 2,
+      ...                         num_kv_heads=1)
+      >>> parts["H1"]["qkv"][:, 0]  # q1's rows and the shared k and v rows
+      array([False, False,  True,  True,  True,  True,  True,  True])
+    """
+
+    axis: int
+    order: str = "qkv"
+
+    def __post_init__(self):
+        set_field(self, "axis", require_int("axis", self.axis))
+        require_one_of("order", self.order, ("qkv", "grouped"))
+
+    def readers(self, name: str, shape: tuple, num_heads: int,
+                num_kv_heads: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """The query heads whose parts hold each index along the axis of a leaf of `shape`.
+
+        Returns:
+          (first, count), integer arrays over the axis: index i is in the parts of query heads
+          first[i] .. first[i] + count[i] - 1 (a query row: its head, count 1; a key or value
+          row of kv head g: heads g r .. g r + r - 1, count r).
+
+        Raises:
+          InputError: num_kv_heads not given, or the leaf has no such axis, or its size is not
+            a multiple of H + 2 H_kv; the message names the leaf.
+        """
+        if num_kv_heads is None:
+            raise InputError(
+                f"{name} is a fused grouped-query projection ({self}): give num_kv_heads, its "
+                f"number of key / value heads (num_heads for multi-head attention, 1 for "
+                f"multi-query)")
+        size = _axis_size(name, shape, self.axis)
+        num_blocks = num_heads + 2 * num_kv_heads
+        if size % num_blocks:
+            raise InputError(
+                f"{name}'s axis {self.axis} has size {size}, which does not split into "
+                f"{num_heads} query and {num_kv_heads} key and value heads: H + 2 H_kv = "
+                f"{num_blocks} blocks of equal size")
+        group = num_heads // num_kv_heads
+        # per block (first, count): a query block its head, a kv block its group's heads
+        query = np.stack([np.arange(num_heads), np.ones(num_heads, int)], axis=-1)
+        kv = np.stack([np.arange(num_kv_heads) * group, np.full(num_kv_heads, group)], axis=-1)
+        if self.order == "qkv":
+            blocks = np.concatenate([query, kv, kv])
+        else:
+            blocks = np.concatenate([query.reshape(num_kv_heads, group, 2), kv[:, None],
+                                     kv[:, None]], axis=1).reshape(num_blocks, 2)
+        rows = np.repeat(blocks, size // num_blocks, axis=0)  # each block: d_head rows
+        return rows[:, 0], rows[:, 1]
+
+
+def _axis_size(name: str, shape: tuple, axis: int) -> int:
+    if not -len(shape) <= axis < len(shape):
+        raise InputError(f"{name} has shape {shape}: no axis {axis} to split into heads")
+    return shape[axis]
+
+
+def _layouts() -> dict[str, dict[str, HeadAxis | FusedQKV]]:
     key, end = r"(^|/)", r"(/value)?$"  # NNX States name each variable's array "value"
     return {
         "transformer_lens": {
@@ -136,25 +248,39 @@ def _layouts() -> dict[str, dict[str, HeadAxis]]:
             key + r"[kv]_proj/bias" + end: HeadAxis(0, "(h d)", kv=True),
             key + r"o_proj/kernel" + end: HeadAxis(0, "(h d)"),
         },
+        "phi3": {
+            key + r"self_attn/qkv_proj/(weight|bias)" + end: FusedQKV(0, "qkv"),
+            key + r"self_attn/o_proj/weight" + end: HeadAxis(1, "(h d)"),
+        },
+        "falcon": {
+            key + r"self_attention/query_key_value/(weight|bias)" + end: FusedQKV(0, "grouped"),
+            key + r"self_attention/dense/weight" + end: HeadAxis(1, "(h d)"),
+        },
+        "gpt_bigcode": {
+            key + r"attn/c_attn/(weight|bias)" + end: FusedQKV(0, "grouped"),
+            key + r"attn/c_proj/weight" + end: HeadAxis(1, "(h d)"),
+        },
     }
 
 
-LAYOUTS: dict[str, dict[str, HeadAxis]] = _layouts()
-"""The preset layouts, by name (the module's table): {leaf name regex: `HeadAxis`}."""
+LAYOUTS: dict[str, dict[str, HeadAxis | FusedQKV]] = _layouts()
+"""The preset layouts, by name (the module's table): {leaf name regex: `HeadAxis` or
+`FusedQKV`}."""
 
 
-def _resolve_layout(layout: str | Mapping) -> dict[re.Pattern, HeadAxis]:
+def _resolve_layout(layout: str | Mapping) -> dict[re.Pattern, HeadAxis | FusedQKV]:
     if isinstance(layout, str):
         if layout not in LAYOUTS:
             raise InputError(f"unknown head layout {layout!r}; the presets are "
                              f"{', '.join(map(repr, LAYOUTS))}, or give "
-                             "{leaf name regex: slt.parts.HeadAxis}")
+                             "{leaf name regex: slt.parts.HeadAxis or FusedQKV}")
         layout = LAYOUTS[layout]
-    require_instance("layout", layout, Mapping,
-                     "a preset's name or a dict {leaf name regex: slt.parts.HeadAxis}")
+    require_instance("layout", layout, Mapping, "a preset's name or a dict "
+                     "{leaf name regex: slt.parts.HeadAxis or slt.parts.FusedQKV}")
     resolved = {}
     for pattern, axis in layout.items():
-        require_instance(f"layout[{pattern!r}]", axis, HeadAxis, "a slt.parts.HeadAxis")
+        require_instance(f"layout[{pattern!r}]", axis, HeadAxis | FusedQKV,
+                         "a slt.parts.HeadAxis or slt.parts.FusedQKV")
         try:
             resolved[re.compile(pattern)] = axis
         except (TypeError, re.error) as error:
@@ -163,19 +289,21 @@ def _resolve_layout(layout: str | Mapping) -> dict[re.Pattern, HeadAxis]:
     return resolved
 
 
-def heads(params: Any, layout: str | Mapping[str, HeadAxis], num_heads: int, *,
+def heads(params: Any, layout: str | Mapping[str, HeadAxis | FusedQKV], num_heads: int, *,
           num_kv_heads: int | None = None) -> dict[str, Mask]:
     """A mask per attention head, ready for `slt.llc_table`'s parts.
 
     Args:
       params: the parameter pytree (a dict, a Flax NNX State, an Equinox module, ...).
       layout: a preset's name (`LAYOUTS`: "transformer_lens", "flax_nnx", "equinox",
-        "gpt_neox", "grouped_query") or a dict {regex searched in leaf names: `HeadAxis`}.
+        "gpt_neox", "grouped_query", "phi3", "falcon", "gpt_bigcode") or a dict {regex
+        searched in leaf names: `HeadAxis` or `FusedQKV`}.
         The part of a leaf's name before the match is its attention module's path (the
         leaves of one module share it).
       num_heads: H, the number of (query) heads of every attention module.
-      num_kv_heads: H_kv for the leaves marked `kv` (grouped-query attention; H_kv divides
-        H); default H.
+      num_kv_heads: H_kv, the number of key / value heads of grouped-query attention (H_kv
+        divides H), for the leaves marked `kv` (default H) and the `FusedQKV` leaves (no
+        default: a fused leaf without it is an error).
 
     Returns:
       {"L{layer}.H{head}": mask} for every module and head, in order (the module docstring
@@ -184,7 +312,8 @@ def heads(params: Any, layout: str | Mapping[str, HeadAxis], num_heads: int, *,
     Raises:
       InputError: an unknown preset, num_heads or num_kv_heads not a positive integer (or
         H_kv not dividing H), a layout matching no leaf (the message lists the leaf names),
-        a leaf matched by two patterns, or a leaf whose axis does not split into its heads.
+        a leaf matched by two patterns, a leaf whose axis does not split into its heads, or
+        a `FusedQKV` leaf without num_kv_heads.
 
     Example:
       >>> block = {"W_Q": np.ones((2, 3, 1)), "W_K": np.ones((2, 3, 1)),
@@ -197,13 +326,14 @@ def heads(params: Any, layout: str | Mapping[str, HeadAxis], num_heads: int, *,
     """
     layout = _resolve_layout(layout)
     num_heads = require_int("num_heads", num_heads, minimum=1)
-    num_kv_heads = num_heads if num_kv_heads is None else require_int(
-        "num_kv_heads", num_kv_heads, minimum=1)
-    if num_heads % num_kv_heads:
-        raise InputError(f"num_kv_heads = {num_kv_heads} must divide num_heads = {num_heads}")
+    if num_kv_heads is not None:
+        num_kv_heads = require_int("num_kv_heads", num_kv_heads, minimum=1)
+        if num_heads % num_kv_heads:
+            raise InputError(
+                f"num_kv_heads = {num_kv_heads} must divide num_heads = {num_heads}")
     flat = jax.tree_util.tree_flatten_with_path(params)[0]
     modules: dict[str, int | None] = {}  # module path -> its layer
-    found = []  # per leaf: (module path, head of each index along the axis, HeadAxis) or None
+    found = []  # per leaf: (module path, axis, the query heads reading each index) or None
     for name, (path, leaf) in zip(leaf_names(params), flat, strict=True):
         matches = [(expression.search(name), axis) for expression, axis in layout.items()
                    if is_weight(leaf) and expression.search(name)]
@@ -214,11 +344,10 @@ def heads(params: Any, layout: str | Mapping[str, HeadAxis], num_heads: int, *,
             found.append(None)
             continue
         match, axis = matches[0]
-        count = num_kv_heads if axis.kv else num_heads
-        slots = axis.slots(name, np.shape(leaf), count) * (num_heads // count)
         module = name[:match.start()]
         modules.setdefault(module, layer_index(path))
-        found.append((module, slots, axis))
+        found.append((module, axis.axis,
+                      axis.readers(name, np.shape(leaf), num_heads, num_kv_heads)))
     if not modules:
         raise InputError(f"the head layout {[e.pattern for e in layout]} matches no weight of "
                          f"params; its weights are: {leaf_listing(params)}")
@@ -232,12 +361,10 @@ def heads(params: Any, layout: str | Mapping[str, HeadAxis], num_heads: int, *,
                 if entry is None or entry[0] != module:
                     leaves.append(np.zeros(np.shape(leaf), bool))
                     continue
-                _, slots, axis = entry
-                # query head h reads kv slot h // (H / H_kv): slots were scaled to query heads
-                group = num_heads // (num_kv_heads if axis.kv else num_heads)
-                selected = slots == head - head % group
+                _, axis, (first, count) = entry
+                selected = (first <= head) & (head < first + count)
                 shape = [1] * np.ndim(leaf)
-                shape[axis.axis] = -1
+                shape[axis] = -1
                 leaves.append(np.broadcast_to(selected.reshape(shape), np.shape(leaf)))
             parts[f"{label}H{head}"] = jax.tree_util.tree_unflatten(structure, leaves)
     return parts
