@@ -1,0 +1,93 @@
+"""The loss kernel and the BIF with their defaults against their closed forms.
+
+A Gaussian linear regression y = x . w + eps (d = 3, n = 2000, unit noise, x ~ N(0, I)) at its
+least-squares fit w*: the local posterior N(w*, Sigma), Sigma = (n beta / n X^T X + gamma I)^-1,
+is exactly Gaussian, and the per-example losses l_i(w) = (y_i - x_i . w)^2 / 2 + const have
+
+    Cov(l_i, l_j) = r_i r_j S_ij + S_ij^2 / 2,   S = X Sigma X^T,  r_i = y_i - x_i . w*
+
+(the loss kernel; the BIF of training example i on query q is -Cov(l_i, l_q)). Each run:
+`slt.loss_kernel` of five training examples and `slt.bif` of four training examples on three
+queries, with every default (SGLD step "auto", `RunPlan()`: 4 chains, adaptive length,
+gamma = 1, n beta = n / log n), and, for comparison, the loss kernel with 16 chains. Printed per
+key: the largest |z| = |estimate - exact| / reported standard error over the entries, the
+diagonal's relative errors, the run's temperatures and warnings.
+
+    python -m benchmarks.observed_defaults [KEYS...]
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import slt
+
+N, D = 2000, 3
+TRUE_W = np.array([1.0, -0.5, 0.25])
+KERNEL_EXAMPLES = np.array([0, 3, 7, 12, 25])
+BIF_TRAIN = np.array([1, 4, 9, 30])
+
+
+def regression():
+    """The problem, w*, the data and the exact posterior covariance Sigma."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((N, D))
+    y = x @ TRUE_W + rng.standard_normal(N)
+    w_star = np.linalg.lstsq(x, y, rcond=None)[0]
+
+    def nll(params, batch):
+        return 0.5 * (batch["y"] - batch["x"] @ params["w"]) ** 2 + 0.5 * jnp.log(2 * jnp.pi)
+
+    problem = slt.Problem.from_loss(nll, {"w": jnp.zeros(D)}, {"x": x, "y": y})
+    sigma = np.linalg.inv(1 / np.log(N) * x.T @ x + np.eye(D))  # n beta / n = 1 / log n
+    queries = np.random.default_rng(1).standard_normal((3, D))
+    query = {"x": queries, "y": queries @ TRUE_W + np.array([2.0, -1.0, 0.0])}
+    return problem, {"w": jnp.asarray(w_star)}, x, y - x @ w_star, sigma, query
+
+
+def kernel(x_a, r_a, x_b, r_b, sigma):
+    """Cov(l_i, l_j) under N(w*, Sigma) (module doc)."""
+    s = x_a @ sigma @ x_b.T
+    return np.outer(r_a, r_b) * s + 0.5 * s**2
+
+
+def run(keys=(1, 2, 3, 4)) -> None:
+    problem, params, x, r, sigma, query = regression()
+    exact = kernel(x[KERNEL_EXAMPLES], r[KERNEL_EXAMPLES], x[KERNEL_EXAMPLES],
+                   r[KERNEL_EXAMPLES], sigma)
+    r_query = query["y"] - query["x"] @ np.asarray(params["w"])
+    exact_bif = -kernel(x[BIF_TRAIN], r[BIF_TRAIN], query["x"], r_query, sigma)
+    quiet = slt.RunPlan(progress=False)
+    for seed in keys:
+        for chains in (4, 16):
+            plan = slt.RunPlan(num_chains=chains, progress=False)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                result = slt.loss_kernel(problem, params, jax.random.key(seed), KERNEL_EXAMPLES,
+                                         plan=plan)
+            z = (result.covariance - exact) / result.covariance_std_error
+            print(f"key {seed}, loss kernel, {chains} chains: max |z| {np.abs(z).max():.2f}, "
+                  f"diagonal relative error "
+                  f"{np.round(np.diag(result.covariance) / np.diag(exact) - 1, 3)}, draws "
+                  f"{result.num_samples}, T {result.run.temperature:.3f} ± "
+                  f"{result.run.temperature_std_error:.3f}, T_v "
+                  f"{result.run.virial_temperature:.3f}, warnings "
+                  f"{[w.split(':')[0] for w in result.warnings]}", flush=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            influence = slt.bif(problem, params, jax.random.key(10 + seed), query,
+                                train=BIF_TRAIN, plan=quiet)
+        z = (influence.influence - exact_bif) / influence.std_error
+        print(f"key {seed}, BIF, 4 chains: max |z| {np.abs(z).max():.2f}, median relative error "
+              f"{np.median(np.abs(influence.influence / exact_bif - 1)):.3f}, warnings "
+              f"{[w.split(':')[0] for w in influence.warnings]}", flush=True)
+
+
+if __name__ == "__main__":
+    jax.config.update("jax_enable_x64", True)
+    run(tuple(int(k) for k in sys.argv[1:]) or (1, 2, 3, 4))
