@@ -1,5 +1,6 @@
 """lambda from temperatures: regular and singular models, the regression, the BIC beside it."""
 
+import warnings
 from types import SimpleNamespace
 
 import jax
@@ -249,3 +250,28 @@ def test_the_fast_path_runs_the_five_temperatures_only_when_asked():
     given = _fast_temperatures(272, ComparisonPlan(multipliers=DEFAULT_MULTIPLIERS))
     np.testing.assert_allclose(given, np.array(DEFAULT_MULTIPLIERS) / np.log(272))
     assert _fast_temperatures(272, ComparisonPlan(betas=(0.1, 0.2, 0.5))).size == 4
+
+
+def test_the_fast_path_reads_lambda_hat_from_the_right_chains(two_temperatures):
+    """compare's lambda_hat where the fast F stood (`_path_rlct` on its NUTS draws, here exact
+    draws in their place): by default from the chains at 1/log n and 1; with the plan's
+    temperatures, the fit over those chains alone."""
+    from slt import ComparisonPlan
+    from slt.estimators.evidence.compare import _fast_temperatures, _path_rlct
+
+    case = two_temperatures.case
+    n = case.problem.n
+    plans = (ComparisonPlan(), ComparisonPlan(multipliers=(0.5, 1.0, 2.0)))
+    for plan, method in zip(plans, ("two_temperature", "fit"), strict=True):
+        betas = np.append(_fast_temperatures(n, plan), 1.0)
+        draws = _exact_tempered_draws(case, betas, 0, chains=2, draws=500)
+        done = {"fit": SimpleNamespace(loglik=-100.0),
+                "free_energy": SimpleNamespace(path="draws", run=SimpleNamespace(nuts=draws))}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the fit's range and se warnings at few draws
+            result = _path_rlct(case.problem, done, plan)
+        assert result.method == method
+        expected = betas if method == "two_temperature" else np.array([0.5, 1, 2]) / np.log(n)
+        np.testing.assert_allclose(result.betas, expected)
+        assert result.singular_bic == pytest.approx(100.0 + result.rlct * np.log(n) - (
+            result.multiplicity - 1) * np.log(np.log(n)), rel=1e-12)
