@@ -7,9 +7,12 @@ seconds of the stage (compilation included), compile seconds, the useful leapfro
 mean and largest leapfrog steps per draw at each temperature (vmapped chains advance in
 lockstep at their longest trajectory: `slt.samplers.nuts`), and E_β[n L_n] per temperature.
 
-Run: `python -m benchmarks.evidence_nuts_groups K LABEL`, e.g. in two checkouts side by side
-(each with its own empty `SLT_COMPILATION_CACHE`) for a before/after comparison
-(benchmarks/RESULTS.md, "where a cold compare of K = 1…4 spends its time").
+Run: `python -m benchmarks.evidence_nuts_groups K LABEL [DESIGN]`, e.g. in two checkouts side
+by side (each with its own empty `SLT_COMPILATION_CACHE`) for a before/after comparison
+(benchmarks/RESULTS.md, "where a cold compare of K = 1…4 spends its time"). DESIGN "five"
+(the default) runs the chains of the five-temperature fit of λ̂ too, as the fast path did
+before λ̂ came from two temperatures; "two" only those at β = 1 and 1/log n, as it runs them
+now by default (benchmarks/RESULTS.md, "λ̂ from two temperatures").
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import jax
 import numpy as np
 
 
-def measure(k: int, label: str) -> dict:
+def measure(k: int, label: str, design: str = "five") -> dict:
     import slt
     from benchmarks.evidence_old_faithful import old_faithful_mixture
     from slt.estimators.evidence.draws import _optima
@@ -33,8 +36,8 @@ def measure(k: int, label: str) -> dict:
 
     problem = old_faithful_mixture(k)
     fit = slt.fit_map(problem, jax.random.key(0))
-    betas = np.unique(np.concatenate([inverse_temperatures(problem.n),
-                                      [wbic_beta(problem.n), 1.0]]))
+    five = inverse_temperatures(problem.n) if design == "five" else []
+    betas = np.unique(np.concatenate([five, [wbic_beta(problem.n), 1.0]]))
     nuts = slt.NUTS(num_chains=4, num_warmup=500, num_samples=2000)
     optima = _optima(problem, fit, slt.FromDraws().optimum_window)
     starts = optima[np.arange(nuts.num_chains * betas.size) % len(optima)]
@@ -46,7 +49,8 @@ def measure(k: int, label: str) -> dict:
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     steps = draws.sample_stats["n_steps"]
     return {
-        "K": k, "code": label, "wall": wall, "cpu": cpu, "compile_time": draws.compile_time,
+        "K": k, "code": label, "design": design, "wall": wall, "cpu": cpu,
+        "compile_time": draws.compile_time,
         "useful_leapfrogs": float(steps.sum()),
         "steps_per_beta_mean_max": {f"{b:.4f}": [float(steps[draws.betas == b].mean()),
                                                  int(steps[draws.betas == b].max())]
@@ -57,4 +61,5 @@ def measure(k: int, label: str) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(measure(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "")))
+    print(json.dumps(measure(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "",
+                             *sys.argv[3:4])))

@@ -315,9 +315,11 @@ def _evidence_section(evidence: dict) -> list[str]:
         "approximation; `free_energy` = the reference F: importance and bridge sampling "
         "from proposals fitted to NUTS draws (symmetrised over the K! label orders), "
         "checked, with adaptive tempered SMC as the fallback where a check fails; `wbic` = "
-        "E_β[n L_n] at β = 1/log n, `rlct` = λ̂ (with its integer multiplicity `m`) from "
-        "five temperatures, and `singular_bic` = n L_n(ŵ) + λ̂ log n − (m − 1) log log n, all "
-        "from the chains (or particles) of the same run. A criterion whose standard errors "
+        "E_β[n L_n] at β = 1/log n, `rlct` = λ̂ from the NUTS chains at β = 1/log n and 1 "
+        "(Watanabe's two-temperature estimate, m = 1), or with its integer multiplicity `m` "
+        "from five temperatures where the tempered fallback ran, and `singular_bic` = "
+        "n L_n(ŵ) + λ̂ log n − (m − 1) log log n, all from the chains (or particles) of the "
+        "same run. A criterion whose standard errors "
         "cannot separate the best models reports a tie.",
         "",
         _markdown_table(pd.DataFrame(evidence["compact"])),

@@ -1,5 +1,6 @@
 """lambda from temperatures: regular and singular models, the regression, the BIC beside it."""
 
+import warnings
 from types import SimpleNamespace
 
 import jax
@@ -169,3 +170,108 @@ def test_a_falling_local_slope_is_warned_about_and_a_rising_one_is_not():
     assert message and "falls from 2.8" in message and "biased high" in message
     assert slope_warning(betas, results((2.0, 2.3, 2.5)), (0.18, 0.71), 2.4) is None
     assert slope_warning(betas, results((2.5, 2.5, 2.5)), (0.18, 0.71), 2.5) is None
+
+
+def _exact_tempered_draws(case, betas, seed, chains=4, draws=2000):
+    """Independent draws of n L_n from the exact tempered posteriors N(m_beta, S_beta) of the
+    conjugate regression (`truth.linear_regression_tempered_expected_nll`'s algebra), as
+    `TemperedDraws`: a sampler that is right by construction."""
+    from slt.estimators.evidence.wbic import TemperedDraws
+
+    data = case.problem.data
+    X, y = np.asarray(data["x"], np.float64), np.asarray(data["y"], np.float64)
+    noise, precision = 0.5, 2.0
+    n, d = X.shape
+    rows, labels = [], []
+    for index, beta in enumerate(betas):
+        covariance = np.linalg.inv(precision * np.eye(d) + beta * X.T @ X / noise**2)
+        mean = beta * covariance @ X.T @ y / noise**2
+        w = np.random.default_rng([seed, index]).multivariate_normal(mean, covariance,
+                                                                      (chains, draws))
+        residual = y - np.einsum("cki,ni->ckn", w, X)
+        rows.append(0.5 * n * np.log(2 * np.pi * noise**2)
+                    + np.sum(residual**2, axis=-1) / (2 * noise**2))
+        labels.append(np.full(chains, beta))
+    nll = np.concatenate(rows)
+    return TemperedDraws(nll=nll, betas=np.concatenate(labels), positions=None,
+                         sample_stats={}, compile_time=0.0, run_time=0.0)
+
+
+@pytest.fixture(scope="module")
+def two_temperatures():
+    """lambda_hat from exact draws at 1/log n and 1 over five keys (the fast path's design)."""
+    from slt.estimators.evidence.rlct import rlct_two_temperatures
+
+    case = conjugate_regression()
+    betas = (1.0 / np.log(case.problem.n), 1.0)
+    results = [rlct_two_temperatures(case.problem, _exact_tempered_draws(
+        case, betas, seed), sampler="exact") for seed in range(5)]
+    return SimpleNamespace(case=case, betas=betas, results=results)
+
+
+def test_two_temperatures_give_half_d_within_their_standard_error(two_temperatures):
+    """Regular, d = 3: lambda = 3/2. The estimator's own finite-n target, from the closed-form
+    E_beta[n L_n], is 1.497 here (the prior's pull, benchmarks/RESULTS.md): within a quarter
+    of one standard error (0.017) of d/2, so each key's estimate must be within 4 se of d/2
+    and of it.
+    The reported se must describe the spread over keys (their sd within a factor 2 of it)."""
+    case, (low, high) = two_temperatures.case, two_temperatures.betas
+    exact = (case.expected_nll(low) - case.expected_nll(high)) / (1 / low - 1 / high)
+    errors = np.array([r.std_error for r in two_temperatures.results])
+    assert abs(exact - 1.5) < 0.25 * errors.min()
+    values = np.array([r.rlct for r in two_temperatures.results])
+    assert np.all(np.abs(values - 1.5) < 4 * errors) and np.all(np.abs(values - exact)
+                                                                < 4 * errors)
+    assert 0.5 < values.std(ddof=1) / errors.mean() < 2.0
+    result = two_temperatures.results[0]
+    assert result.method == "two_temperature" and result.multiplicity == 1
+    assert result.rlct == result.two_temperature and result.window == (low, high)
+    np.testing.assert_allclose(result.fitted(result.betas), result.expected_nll, rtol=1e-12)
+    assert "two temperatures" in repr(result) and np.isnan(result.singular_bic)
+
+
+def test_two_temperatures_need_exactly_two(two_temperatures):
+    from slt.estimators.evidence.rlct import rlct_two_temperatures
+
+    case = two_temperatures.case
+    draws = _exact_tempered_draws(case, (0.1, 0.2, 1.0), 0, chains=2, draws=50)
+    with pytest.raises(InputError, match="exactly two"):
+        rlct_two_temperatures(case.problem, draws, sampler="exact")
+
+
+def test_the_fast_path_runs_the_five_temperatures_only_when_asked():
+    """compare's fast path: chains at 1/log n only (lambda_hat by two temperatures with those
+    at beta = 1), unless the plan names lambda_hat's temperatures (then the fit over them)."""
+    from slt import ComparisonPlan
+    from slt.estimators.evidence.compare import _fast_temperatures
+    from slt.estimators.evidence.rlct import DEFAULT_MULTIPLIERS
+
+    np.testing.assert_allclose(_fast_temperatures(272, ComparisonPlan()), [1 / np.log(272)])
+    given = _fast_temperatures(272, ComparisonPlan(multipliers=DEFAULT_MULTIPLIERS))
+    np.testing.assert_allclose(given, np.array(DEFAULT_MULTIPLIERS) / np.log(272))
+    assert _fast_temperatures(272, ComparisonPlan(betas=(0.1, 0.2, 0.5))).size == 4
+
+
+def test_the_fast_path_reads_lambda_hat_from_the_right_chains(two_temperatures):
+    """compare's lambda_hat where the fast F stood (`_path_rlct` on its NUTS draws, here exact
+    draws in their place): by default from the chains at 1/log n and 1; with the plan's
+    temperatures, the fit over those chains alone."""
+    from slt import ComparisonPlan
+    from slt.estimators.evidence.compare import _fast_temperatures, _path_rlct
+
+    case = two_temperatures.case
+    n = case.problem.n
+    plans = (ComparisonPlan(), ComparisonPlan(multipliers=(0.5, 1.0, 2.0)))
+    for plan, method in zip(plans, ("two_temperature", "fit"), strict=True):
+        betas = np.append(_fast_temperatures(n, plan), 1.0)
+        draws = _exact_tempered_draws(case, betas, 0, chains=2, draws=500)
+        done = {"fit": SimpleNamespace(loglik=-100.0),
+                "free_energy": SimpleNamespace(path="draws", run=SimpleNamespace(nuts=draws))}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the fit's range and se warnings at few draws
+            result = _path_rlct(case.problem, done, plan)
+        assert result.method == method
+        expected = betas if method == "two_temperature" else np.array([0.5, 1, 2]) / np.log(n)
+        np.testing.assert_allclose(result.betas, expected)
+        assert result.singular_bic == pytest.approx(100.0 + result.rlct * np.log(n) - (
+            result.multiplicity - 1) * np.log(np.log(n)), rel=1e-12)

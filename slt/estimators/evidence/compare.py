@@ -26,8 +26,12 @@ For every model the reference F comes from posterior draws: NUTS chains started 
 distinct optima, importance and bridge sampling from two proposals fitted to the halves of
 the draws (`slt.estimators.evidence.draws`), and a self-check (Pareto k-hat <= 0.7, se <= 0.02
 nats, the proposals agree, the bridge agrees, every optimum within 10 nats covered). The
-chains at lambda_hat's temperatures and at 1/log n run beside those at beta = 1 in the same
-NUTS program, and WBIC, lambda_hat and PSIS-LOO read them (`source` "nuts"). Where a model's
+chains at 1/log n run beside those at beta = 1 in the same NUTS call, and WBIC, lambda_hat
+and PSIS-LOO read them (`source` "nuts"): lambda_hat is Watanabe's two-temperature estimate
+between 1/log n and 1 with m_hat = 1 (`slt.estimators.evidence.rlct.rlct_two_temperatures`:
+measured as accurate as the five-temperature fit, and steadier, for a fifth of its chains);
+the fit over lambda_hat's temperatures runs when the plan names them (`multipliers` or
+`betas`), their chains then beside the others. Where a model's
 check fails, that model alone falls back to the tempered path below (`free_energy_path`
 "tempered", `free_energy_checks` says why) and its tempered columns read the SMC particles.
 
@@ -91,6 +95,7 @@ from slt.estimators.evidence.rlct import (
     inverse_temperatures,
     rlct,
     rlct_from_draws,
+    rlct_two_temperatures,
 )
 from slt.estimators.evidence.sbic import SBICResult
 from slt.estimators.evidence.wbic import (
@@ -189,7 +194,10 @@ class ComparisonPlan:
       multipliers, betas: lambda_hat's inverse temperatures, beta_j = c_j / log n or the
         given `betas` (`slt.rlct`); both None: the default window (`rlct.DEFAULT_MULTIPLIERS`,
         mapped into 3 / n <= beta <= 1 at small n: `inverse_temperatures`); on the tempered
-        path, the waypoints of its ladder.
+        path, the waypoints of its ladder. On the fast path (`draws`), both None gives
+        lambda_hat from the chains at 1/log n and 1 alone (`rlct_two_temperatures`, m_hat =
+        1); given (e.g. `multipliers=slt.estimators.evidence.rlct.DEFAULT_MULTIPLIERS`), NUTS
+        chains run at them too and lambda_hat is the fit over them, m_hat included.
       max_multiplicity: the largest multiplicity m the fit of lambda_hat considers.
       wbic: None: WBIC from the tempered path, or, where lambda_hat has a sampler of its own,
         from its draws at beta = 1/log n (one run fewer; a run of that sampler at 1/log n
@@ -206,8 +214,9 @@ class ComparisonPlan:
         first for every model; where its check fails, that model's F comes from the tempered
         path (`free_energy`, through lambda_hat's temperatures), and the table's
         `free_energy_path` and `free_energy_checks` say so. Where it stands, the columns that
-        would read the tempered path come from NUTS instead (`draws.nuts`: lambda_hat from
-        chains at its temperatures, WBIC from those at 1/log n, PSIS-LOO from the draws at
+        would read the tempered path come from NUTS instead (`draws.nuts`: WBIC from the
+        chains at 1/log n, lambda_hat from those and the draws at beta = 1 (or from chains at
+        its temperatures, when `multipliers` or `betas` is given), PSIS-LOO from the draws at
         beta = 1). None: the tempered path for every model (the behaviour before issue 37).
 
     Its repr shows the fields that differ from the defaults (in the values too).
@@ -663,10 +672,8 @@ def _runners(plan: ComparisonPlan, *, through_temperatures: bool) -> dict[str, C
         if plan.draws is None:
             return run_tempered(problem, key)
         temperatures = ()
-        if through_temperatures:  # lambda_hat's and WBIC's chains beside those at beta = 1
-            temperatures = np.append(
-                inverse_temperatures(problem.n, plan.multipliers, plan.betas),
-                wbic_beta(problem.n))
+        if through_temperatures:  # WBIC's (and lambda_hat's) chains beside those at beta = 1
+            temperatures = _fast_temperatures(problem.n, plan)
         return from_draws_or_fallback(problem, key, plan.draws, fit=done["fit"],
                                       tempered=lambda k: run_tempered(problem, k),
                                       temperatures=temperatures)
@@ -706,6 +713,23 @@ def _runners(plan: ComparisonPlan, *, through_temperatures: bool) -> dict[str, C
             "nested": run_nested}
 
 
+def _fast_temperatures(n: int, plan: ComparisonPlan) -> np.ndarray:
+    """The inverse temperatures below 1 whose NUTS chains the fast path runs beside those at
+    beta = 1 for the tempered columns: 1/log n (WBIC; with beta = 1, lambda_hat by two
+    temperatures) and, when the plan names lambda_hat's temperatures (`multipliers` or
+    `betas`), those too (the fit)."""
+    if not _fits_temperatures(plan):
+        return np.array([wbic_beta(n)])
+    return np.unique(np.append(inverse_temperatures(n, plan.multipliers, plan.betas),
+                               wbic_beta(n)))
+
+
+def _fits_temperatures(plan: ComparisonPlan) -> bool:
+    """Whether the fast path's lambda_hat is the fit over the plan's temperatures (they are
+    given) rather than the two-temperature estimate."""
+    return plan.multipliers is not None or plan.betas is not None
+
+
 def _from_draws(done) -> bool:
     """Whether the reference F of this model came from the fast path (no tempered run)."""
     return "free_energy" in done and done["free_energy"].path == "draws"
@@ -737,14 +761,19 @@ def _path_wbic(problem, done):
 
 
 def _path_rlct(problem, done, plan: ComparisonPlan):
-    """lambda_hat from the path's draws at its temperatures below beta = 1."""
+    """lambda_hat from the path's draws: on the fast path by default from the chains at
+    1/log n and 1 (`rlct_two_temperatures`), else the fit over its temperatures below 1."""
     draws, sampler = _path_draws(done)
-    draws = draws.select(draws.betas < 1.0)
-    if _from_draws(done):  # WBIC's chains at 1/log n count only if lambda_hat's beta
-        betas = inverse_temperatures(problem.n, plan.multipliers, plan.betas)
-        draws = draws.select(np.isclose(draws.betas[:, None], betas[None], rtol=1e-6).any(1))
-    result = rlct_from_draws(problem, draws, sampler=sampler, fit=done["fit"],
-                             max_multiplicity=plan.max_multiplicity)
+    if _from_draws(done) and not _fits_temperatures(plan):  # 1/log n and 1 (module doc)
+        result = rlct_two_temperatures(problem, draws, sampler=sampler, fit=done["fit"])
+    else:
+        draws = draws.select(draws.betas < 1.0)
+        if _from_draws(done):  # WBIC's chains at 1/log n count only if lambda_hat's beta
+            betas = inverse_temperatures(problem.n, plan.multipliers, plan.betas)
+            draws = draws.select(
+                np.isclose(draws.betas[:, None], betas[None], rtol=1e-6).any(1))
+        result = rlct_from_draws(problem, draws, sampler=sampler, fit=done["fit"],
+                                 max_multiplicity=plan.max_multiplicity)
     for message in result.warnings:
         warnings.warn(message, stacklevel=2)
     return result
