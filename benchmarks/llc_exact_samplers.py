@@ -17,6 +17,9 @@ against an answer computed outside the sampler under test:
 
 Every run: 4 chains, NUM_WARMUP warmup steps, NUM_SAMPLES draws, gamma = 1, n beta = n / log n,
 float64. z: the difference in combined standard errors (sqrt(se_1^2 + se_2^2)).
+
+`rrr_wide_gamma` repeats the RRR check at gamma = 100 (the flat directions 0.1 wide instead of
+1), with SGLD's defaults, a long SGLD run and the virial temperature of each run.
 """
 
 from __future__ import annotations
