@@ -17,10 +17,14 @@ against an answer computed outside the sampler under test:
 
 Every run: 4 chains, NUM_WARMUP warmup steps, NUM_SAMPLES draws, gamma = 1, n beta = n / log n,
 float64. z: the difference in combined standard errors (sqrt(se_1^2 + se_2^2)).
+
+`rrr_wide_gamma` repeats the RRR check at gamma = 100 (the flat directions 0.1 wide instead of
+1), with SGLD's defaults, a long SGLD run and the virial temperature of each run.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 import warnings
 
@@ -45,14 +49,21 @@ SAMPLERS = {
 }
 
 
-def _llc(problem, params, sampler, key):
+TABLE_PLAN = slt.RunPlan(num_warmup=NUM_WARMUP, num_samples=NUM_SAMPLES, progress=False)
+TABLE_POSTERIOR = slt.LocalPosterior()  # gamma = 1, n beta = n / log n
+
+
+def _llc(problem, params, sampler, key, posterior=TABLE_POSTERIOR, plan=TABLE_PLAN):
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = slt.llc(problem, params, key, sampler=sampler,
-                         plan=slt.RunPlan(num_warmup=NUM_WARMUP, num_samples=NUM_SAMPLES,
-                                          progress=False))
+        result = slt.llc(problem, params, key, posterior=posterior, sampler=sampler, plan=plan)
     return result, time.perf_counter() - start
+
+
+def _z(result, value, std_error) -> float:
+    """result's lambda_hat minus `value`, in combined standard errors."""
+    return (result.llc_mean - value) / np.hypot(result.std_error, std_error)
 
 
 def _nuts_reference(problem, params, key) -> tuple[float, float]:
@@ -86,11 +97,11 @@ def rrr_case(key):
     return data, problem, problem.unconstrain(values)
 
 
-def gibbs_reference(data, problem, params) -> rrr_gibbs.GibbsResult:
-    """lambda_hat's exact expectation on `rrr_case` by blocked Gibbs (`GIBBS_RUN`, gamma = 1,
+def gibbs_reference(data, problem, params, gamma: float = 1.0) -> rrr_gibbs.GibbsResult:
+    """lambda_hat's exact expectation on `rrr_case` by blocked Gibbs (`GIBBS_RUN`, `gamma`,
     n beta = n / log n)."""
     return rrr_gibbs.gibbs_llc(rrr_gibbs.Statistics.of(data, noise_scale=1.0), params,
-                               nbeta=problem.n / np.log(problem.n), gamma=1.0, **GIBBS_RUN)
+                               nbeta=problem.n / np.log(problem.n), gamma=gamma, **GIBBS_RUN)
 
 
 def gibbs_summary(result: rrr_gibbs.GibbsResult) -> str:
@@ -113,15 +124,57 @@ def _rows(name, problem, params, exact, exact_se, key) -> list[str]:
     for label, sampler in SAMPLERS.items():
         result, seconds = _llc(problem, params, sampler, key)
         sgld = sgld or result
-        against_exact = (result.llc_mean - exact) / np.hypot(result.std_error, exact_se)
-        gap = (result.llc_mean - sgld.llc_mean) / np.hypot(result.std_error, sgld.std_error)
-        against_sgld = "" if result is sgld else f"{gap:+.1f}"
+        against_exact = _z(result, exact, exact_se)
+        against_sgld = "" if result is sgld else f"{_z(result, sgld.llc_mean, sgld.std_error):+.1f}"
         rows.append(
             f"| {name} | {label} | {result.llc_mean:.4g} ± {result.std_error:.2g} "
             f"| {exact:.4g}{f' ± {exact_se:.2g}' if exact_se else ''} | {against_exact:+.1f} "
             f"| {against_sgld} | {result.temperature:.2f} | {result.mala_acceptance:.2f} "
             f"| {result.step_size:.2g} | {seconds:.0f} | {len(result.warnings)} |")
     return rows
+
+
+WIDE_GAMMA = 100.0  # the flat directions' width 1 / sqrt(gamma) = 0.1
+# SGLD at its calibrated step (2e-6) relaxes along a flat direction in about
+# 2 / (gamma eps) = 10^4 steps at WIDE_GAMMA: three such times of warmup, three of draws.
+LONG_SGLD_PLAN = slt.RunPlan(num_warmup=30_000, num_samples=30_000, progress=False)
+
+
+def rrr_wide_gamma(key) -> str:
+    """`rrr_case` at gamma = WIDE_GAMMA (same data, w*, n beta = n / log n): the Gibbs
+    reference (`GIBBS_RUN`), SGLD with every default but gamma (keys 0 and 1), MALA and HMC
+    at the table's run length (key fold_in(key, 3), as at gamma = 1), and SGLD with key 0 run
+    `LONG_SGLD_PLAN` (long enough to spread along the flat directions). Columns as in `run`,
+    with the virial temperature T_v (`LLCResult.virial_temperature`), the draws' mean
+    |w - w*| (the Gibbs chains': in the summary) and the warnings by name."""
+    data, problem, params = rrr_case(key)
+    gibbs = gibbs_reference(data, problem, params, gamma=WIDE_GAMMA)
+    posterior = slt.LocalPosterior(gamma=WIDE_GAMMA)
+    runs = [(f"SGLD (defaults), key {seed}",
+             *_llc(problem, params, slt.samplers.SGLD(), jax.random.key(seed), posterior,
+                   slt.RunPlan(progress=False))) for seed in (0, 1)]
+    runs += [(label, *_llc(problem, params, SAMPLERS[label], jax.random.fold_in(key, 3),
+                           posterior)) for label in ("MALA", "HMC")]
+    runs.append(("SGLD (defaults but the run length), key 0", *_llc(
+        problem, params, slt.samplers.SGLD(), jax.random.key(0), posterior, LONG_SGLD_PLAN)))
+    lines = [
+        "| sampler | chains × (warmup + draws) | λ̂ ± se | z vs exact | z vs SGLD key 0; key 1 "
+        "| T | T_v | mean \\|w − w*\\| | acceptance | step size | time (s) | warnings |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for label, result, seconds in runs:
+        against_sgld = "; ".join(f"{_z(result, sgld.llc_mean, sgld.std_error):+.1f}"
+                                 for _, sgld, _ in runs[:2] if sgld is not result)
+        lines.append(
+            f"| {label} | {result.num_chains} × ({result.num_warmup} + {result.num_samples}) "
+            f"| {result.llc_mean:.4g} ± {result.std_error:.2g} "
+            f"| {_z(result, gibbs.mean, gibbs.std_error):+.1f} | {against_sgld} "
+            f"| {result.temperature:.2f} ± {result.temperature_std_error:.2f} "
+            f"| {result.virial_temperature:.3f} ± {result.virial_temperature_std_error:.3f} "
+            f"| {np.nanmean(result.distance_trace):.3f} | {result.mala_acceptance:.2f} "
+            f"| {result.step_size:.2g} | {seconds:.0f} "
+            f"| {', '.join(result.warning_names) or 'none'} |")
+    return "\n".join([*lines, "", f"γ = {WIDE_GAMMA:g}. " + gibbs_summary(gibbs)])
 
 
 def run() -> str:
@@ -154,10 +207,11 @@ def run() -> str:
                                                    cross_moment=x @ y / n)
         lines += _rows(f"normal crossing ({power}, {power}), n = 5000", spec.problem(data),
                        {"w": jnp.zeros(2)}, exact, 0.0, jax.random.fold_in(key, 9 + power))
-    lines += ["", gibbs_summary(gibbs)]
+    lines += ["", gibbs_summary(gibbs), "", f"### The same RRR at γ = {WIDE_GAMMA:g}", "",
+              rrr_wide_gamma(key)]
     return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
     jax.config.update("jax_enable_x64", True)
-    print(run())
+    print(rrr_wide_gamma(jax.random.key(2026)) if "--wide-gamma" in sys.argv[1:] else run())
