@@ -620,7 +620,32 @@ def _repeated_gradients(result) -> int:
     return total
 
 
-def evaluate_point(point: Point) -> dict:
+def _run_record(result) -> dict:
+    """What the table needs of one default run. Gradients: the per-example gradients the
+    result reports (`LLCResult.gradients`: every chain step of its runs, repetitions and the
+    calibration included, times the batch); chain steps = that / the batch size, the unit of
+    the older estimates below (minibatch gradients)."""
+    return {
+        "llc": result.llc_mean, "std_error": result.std_error,
+        "warned": len(result.warnings) > 0, "warnings": list(result.warnings),
+        "warning_names": list(result.warning_names),
+        "step_size": float(result.step_size), "temperature": float(result.temperature),
+        "temperature_se": float(result.temperature_std_error),
+        "virial_temperature": float(result.virial_temperature),
+        "virial_temperature_se": float(result.virial_temperature_std_error),
+        "rhat": float(result.rhat), "drift_z": float(result.drift_z),
+        "num_chains": result.num_chains, "num_warmup": result.num_warmup,
+        "num_samples": result.num_samples, "stop_reason": result.stop_reason,
+        "batch_size": int(result.batch_size), "gradients_reported": int(result.gradients),
+        "chain_steps_reported": int(result.gradients) // int(result.batch_size),
+        "gradients_run": result.num_chains * (result.num_warmup + result.num_samples),
+        "gradients_repeated": _repeated_gradients(result),
+    }
+
+
+def evaluate_runs(point: Point) -> list:
+    """The default `slt.llc` on `point` with each of EVAL_KEYS keys; an exception (e.g. no
+    calibration candidate passes) is recorded by its class and first line: loud, and data."""
     built = point.built()
     runs = []
     for k in range(EVAL_KEYS):
@@ -630,25 +655,21 @@ def evaluate_point(point: Point) -> dict:
             try:
                 result = slt.llc(built.problem, built.params, _key(point, k),
                                  plan=slt.RunPlan(progress=False))
-            except ValueError as error:  # e.g. no calibration candidate passes: loud
+            except Exception as error:  # noqa: BLE001 -- recorded, not hidden
                 runs.append({"key": k, "raised": str(error).splitlines()[0],
+                             "raised_class": type(error).__name__,
                              "seconds": time.perf_counter() - start})
                 continue
-        seconds = time.perf_counter() - start
-        gradients = getattr(result, "gradients", None)
-        runs.append({
-            "key": k, "llc": result.llc_mean, "std_error": result.std_error,
-            "warned": len(result.warnings) > 0, "warnings": list(result.warnings),
-            "step_size": float(result.step_size), "temperature": float(result.temperature),
-            "rhat": float(result.rhat), "num_chains": result.num_chains,
-            "num_warmup": result.num_warmup, "num_samples": result.num_samples,
-            "gradients_reported": gradients,
-            "gradients_run": result.num_chains * (result.num_warmup + result.num_samples),
-            "gradients_repeated": _repeated_gradients(result),
-            "seconds": seconds,
-        })
+        runs.append({"key": k, **_run_record(result), "seconds": time.perf_counter() - start})
+    return runs
+
+
+def calibration_spread(point: Point, keys: int = CALIBRATION_KEYS) -> dict:
+    """The step `slt.llc_calibrate` picks with each of `keys` keys (None where no candidate
+    passed), their max/min, and one sweep's chain steps (the first key's)."""
+    built = point.built()
     steps, calibration_gradients = [], None
-    for k in range(CALIBRATION_KEYS):
+    for k in range(keys):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
@@ -662,33 +683,58 @@ def evaluate_point(point: Point) -> dict:
         if calibration_gradients is None:
             calibration_gradients = _calibration_gradients(
                 calibration.table, slt.samplers.Calibration().chains_per_candidate)
-    for run in runs:
-        if "raised" in run:
-            continue
-        run["gradients_calibration_estimate"] = calibration_gradients
-        run["gradients_total_estimate"] = (run["gradients_run"] + run["gradients_repeated"]
-                                           + (calibration_gradients or 0))
     found = [s for s in steps if s is not None]
-    return {"point": point.name, "runs": runs, "calibrated_steps": steps,
+    return {"calibrated_steps": steps, "calibration_gradients": calibration_gradients,
             "step_ratio": (max(found) / min(found)) if found else None}
 
 
-def evaluate(points) -> dict:
+def evaluate_point(point: Point, calibration_keys: int = CALIBRATION_KEYS) -> dict:
+    runs = evaluate_runs(point)
+    spread = calibration_spread(point, calibration_keys)
+    for run in runs:
+        if "raised" in run:
+            continue
+        run["gradients_calibration_estimate"] = spread["calibration_gradients"]
+        run["gradients_total_estimate"] = (run["gradients_run"] + run["gradients_repeated"]
+                                           + (spread["calibration_gradients"] or 0))
+    return {"point": point.name, "runs": runs, **spread}
+
+
+def _print_runs(entry: dict) -> None:
+    for run in entry["runs"]:
+        if "raised" in run:
+            print(f"  key {run['key']}: raised {run.get('raised_class', '')} {run['raised']}",
+                  flush=True)
+            continue
+        print(f"  key {run['key']}: {run['llc']:.4g} +- {run['std_error']:.2g}, "
+              f"warnings {run.get('warning_names', run['warned'])}, "
+              f"T {run['temperature']:.2f}, T_v {run.get('virial_temperature', math.nan):.2f}, "
+              f"step {run['step_size']:.2g}, {run['seconds']:.0f} s", flush=True)
+
+
+def evaluate(points, calibration_keys: int = CALIBRATION_KEYS) -> dict:
+    results = {}
     for point in points:
         print(f"evaluate {point.name} ...", flush=True)
-        entry = evaluate_point(point)
+        entry = evaluate_point(point, calibration_keys)
         entry["date"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="minutes")
         results = _load(RESULTS_FILE)  # reread: another process may have added points
         results[point.name] = entry
         _save(RESULTS_FILE, results)
-        for run in results[point.name]["runs"]:
-            if "raised" in run:
-                print(f"  key {run['key']}: raised {run['raised']}", flush=True)
-                continue
-            print(f"  key {run['key']}: {run['llc']:.4g} +- {run['std_error']:.2g}, "
-                  f"warned {run['warned']}, step {run['step_size']:.2g}, "
-                  f"{run['seconds']:.0f} s", flush=True)
+        _print_runs(entry)
+        print(f"  calibrated steps {entry['calibrated_steps']}", flush=True)
     return results
+
+
+def add_calibration_spread(points, keys: int = CALIBRATION_KEYS) -> None:
+    """Fill in the step spread of points already evaluated (`evaluate(..., 0)`)."""
+    for point in points:
+        print(f"calibrate {point.name} ...", flush=True)
+        spread = calibration_spread(point, keys)
+        results = _load(RESULTS_FILE)
+        results.setdefault(point.name, {"point": point.name, "runs": []}).update(spread)
+        _save(RESULTS_FILE, results)
+        print(f"  calibrated steps {spread['calibrated_steps']}", flush=True)
 
 
 # ---------------------------------------------------------------- tables
@@ -887,6 +933,10 @@ def main(argv=None) -> None:
                         help="where the evaluation's raw numbers go (default: %(default)s)")
     parser.add_argument("--write-results", action="store_true",
                         help="write the section into benchmarks/RESULTS.md (no runs)")
+    parser.add_argument("--calibration-keys", type=int, default=CALIBRATION_KEYS,
+                        help="keys of the calibrated step's spread (0: skip it)")
+    parser.add_argument("--calibration-only", action="store_true",
+                        help="only add the calibrated step's spread to the results file")
     parser.add_argument("--list", action="store_true", help="list the points and exit")
     parser.add_argument("--geometry", action="store_true",
                         help="only build the points and print the rank checks")
@@ -915,8 +965,11 @@ def main(argv=None) -> None:
         return
     if args.references or args.recompute:
         references(points, recompute=args.recompute)
+    if args.calibration_only:
+        add_calibration_spread(points, args.calibration_keys)
+        return
     if not args.no_eval:
-        evaluate(points)
+        evaluate(points, args.calibration_keys)
     print(section(points))
 
 
