@@ -62,16 +62,21 @@ carries two references at the same n, gamma = 1, n beta = n / log n:
 
 Evaluation (`evaluate`): per point and each of two keys, the DEFAULT
 `slt.llc(problem, params, key, plan=slt.RunPlan(progress=False))`: lambda_hat +- se, its error
-against the reference and against theory, warnings, the calibrated step, gradients spent and
-wall time; and the calibrated step of `slt.llc_calibrate` over 5 keys (max/min). Gradients:
-LLCResult has no gradient count (checked with getattr); they are estimated as minibatch
-gradients chains x (warmup + draws) of the kept run, plus the calibration sweep's
-sum over candidates of chains_per_candidate x (its warmup + draws), measured on the first of
-the 5 calibration keys (llc's own calibration uses another key) -- repeated runs after a
-'repeated at ...' warning are counted from the warnings.
+against the reference and against theory, its named warnings (`LLCResult.warning_names`), the
+configurational and virial temperatures T and T_v, the calibrated step, the gradients the
+result reports (`LLCResult.gradients`, calibration and repetitions included; divided by the
+batch: chain steps) and wall time; and the calibrated step of `slt.llc_calibrate` over 5 keys
+(max/min; `--calibration-keys 0` skips it, `--calibration-only` adds it later). Runs measured
+before LLCResult counted its gradients carry an estimate instead: minibatch gradients chains x
+(warmup + draws) of the kept run, plus the calibration sweep's sum over candidates of
+chains_per_candidate x (its warmup + draws), measured on the first of the 5 calibration keys,
+plus repeated runs counted from llc's 'repeated at ...' notes. `defaults_table` prints a
+results file of the current format with the issue's four criteria.
 
 Run: `.venv/bin/python -m benchmarks.llc_nonlinear [--points a,b] [--references]
-[--recompute] [--no-eval] [--list]`; raw numbers go to benchmarks/llc_nonlinear_results.json.
+[--recompute] [--no-eval] [--list] [--results-file F] [--calibration-keys K]
+[--calibration-only] [--defaults-table]`; raw numbers go to
+benchmarks/llc_nonlinear_results.json unless --results-file says otherwise.
 """
 
 from __future__ import annotations
@@ -876,6 +881,87 @@ def summary(points) -> str:
         f"Gradients per run (estimate, calibration included): median {int(np.median(grads)):,}.")
 
 
+def _reference(reference: dict | None) -> tuple[float | None, str]:
+    """The value a run is measured against: NUTS where it ran, else the linearised value
+    (None where that is 0: J = 0 says nothing)."""
+    if reference is None:
+        return None, "none"
+    if "reference" in reference:
+        return reference["reference"]["llc"], "NUTS"
+    linearized = reference["geometry"]["linearized"]
+    return (linearized, "linearized") if linearized > 0 else (None, "none")
+
+
+def _result_warnings(run: dict) -> list:
+    """The named warnings about the final result: all but `RunNote` (llc's notes of what it
+    did on its own account, such as a repetition at half the step)."""
+    return [name for name in run["warning_names"] if name != "RunNote"]
+
+
+def defaults_table(points, old_steps: int = 59_000) -> str:
+    """Per point and key the default run's lambda_hat against its reference, its named
+    warnings, T, T_v, chain steps and step; then the 5-key step spread and the issue's four
+    criteria (within 10% or warned; median unwarned error <= 5%; step max/min <= 2; median
+    chain steps <= 3 x `old_steps`, the previous defaults' median). Runs of this format only
+    (`_run_record`)."""
+    results = _load(RESULTS_FILE)
+    cache = _load(REFERENCE_FILE)
+    lines = ["| point | key | λ̂ ± se | reference | error | warnings | T | T_v "
+             "| chain steps (gradients / batch) | step | time (s) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    spread = ["| point | calibrated step over 5 keys | max/min |", "|---|---|---|"]
+    rows, raised, ratios, missing = [], [], [], []
+    for point in points:
+        entry = results.get(point.name)
+        if entry is None:
+            missing.append(point.name)
+            continue
+        ref, kind = _reference(cache.get(point.name))
+        for run in entry["runs"]:
+            if "raised" in run:
+                raised.append(run)
+                lines.append(f"| {point.name} | {run['key']} | raised {run['raised_class']}: "
+                             f"{run['raised'][:90]} | | | (loud) | | | | | "
+                             f"{run['seconds']:.0f} |")
+                continue
+            error = None if ref is None else (run["llc"] - ref) / ref
+            rows.append({**run, "name": point.name, "error": error})
+            names = ", ".join(run["warning_names"]) or "none"
+            lines.append(
+                f"| {point.name} | {run['key']} | {run['llc']:.4g} ± {run['std_error']:.2g} "
+                f"| {'–' if ref is None else f'{ref:.4g} ({kind})'} | {_pct(error)} "
+                f"| {names} | {run['temperature']:.2f} | {run['virial_temperature']:.2f} "
+                f"± {run['virial_temperature_se']:.2f} | {run['chain_steps_reported']:,} "
+                f"| {run['step_size']:.2g} | {run['seconds']:.0f} |")
+        if entry.get("step_ratio") is not None:
+            ratios.append(entry["step_ratio"])
+            steps = ", ".join("none" if s is None else f"{s:.2g}"
+                              for s in entry["calibrated_steps"])
+            spread.append(f"| {point.name} | {steps} | {entry['step_ratio']:.2f} |")
+    quiet = [r for r in rows if not _result_warnings(r) and r["error"] is not None]
+    missed = [r for r in quiet if abs(r["error"]) > 0.1]
+    steps = [r["chain_steps_reported"] for r in rows]
+    median_quiet = (f"{100 * float(np.median([abs(r['error']) for r in quiet])):.1f}%"
+                    if quiet else "none (no unwarned run)")
+    lines_summary = [
+        f"{len(rows) + len(raised)} runs at {len(points) - len(missing)} points "
+        f"({len(raised)} raised; not run: {', '.join(missing) or 'none'}).",
+        f"1. Within 10% or warned: {len(rows) - len(quiet)} of {len(rows)} runs carry a "
+        f"warning about the result (RunNote not counted); {len(missed)} of the {len(quiet)} "
+        f"unwarned runs are more than 10% off"
+        + "".join(f"; {r['name']} key {r['key']} {_pct(r['error'])}" for r in missed) + ".",
+        f"2. Median |error| of unwarned runs: {median_quiet}.",
+        "3. Calibrated step max/min over 5 keys: " + (
+            f"{sum(r <= 2 for r in ratios)} of {len(ratios)} points within 2x; median "
+            f"{np.median(ratios):.2f}, worst {max(ratios):.2f}." if ratios else "not run."),
+        f"4. Chain steps per run (calibration and repetitions included): median "
+        f"{int(np.median(steps)):,} = {np.median(steps) / old_steps:.2f} x the previous "
+        f"defaults' {old_steps:,}." if steps else "4. no run.",
+    ]
+    return ("\n".join(lines) + "\n\n" + "\n".join(spread) + "\n\n"
+            + "\n".join(lines_summary))
+
+
 def run(points=None) -> str:
     """Section for benchmarks/RESULTS.md: runs the evaluation against the cached references
     (`python -m benchmarks.llc_nonlinear --references` computes missing ones)."""
@@ -937,6 +1023,8 @@ def main(argv=None) -> None:
                         help="keys of the calibrated step's spread (0: skip it)")
     parser.add_argument("--calibration-only", action="store_true",
                         help="only add the calibrated step's spread to the results file")
+    parser.add_argument("--defaults-table", action="store_true",
+                        help="print the results file's table and criteria (no runs)")
     parser.add_argument("--list", action="store_true", help="list the points and exit")
     parser.add_argument("--geometry", action="store_true",
                         help="only build the points and print the rank checks")
@@ -946,6 +1034,9 @@ def main(argv=None) -> None:
     if args.list:
         for point in POINTS:
             print(f"{point.name:24s} {point.kind:12s} n={point.n:<7d} {point.architecture}")
+        return
+    if args.defaults_table:
+        print(defaults_table(points))
         return
     if args.write_results:
         write_results_section(points, NOTES_FILE.read_text() if NOTES_FILE.exists() else "")
