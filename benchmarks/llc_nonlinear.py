@@ -877,7 +877,8 @@ def summary(points) -> str:
         f"it repeated a hot run at half the step. Without a final-result warning and more "
         f"than 10% off the reference: {len(missed)} of {len(quiet)}; their median |error| "
         f"{100 * float(np.median([abs(r['error']) for r in quiet])):.1f}%. Calibrated step "
-        f"max/min over 5 keys: median {np.median(ratios):.2f}, worst {max(ratios):.2f}. "
+        + (f"max/min over 5 keys: median {np.median(ratios):.2f}, worst {max(ratios):.2f}. "
+           if ratios else "spread not measured. ") +
         f"Gradients per run (estimate, calibration included): median {int(np.median(grads)):,}.")
 
 
@@ -926,7 +927,9 @@ def defaults_table(points, old_steps: int = 59_000) -> str:
                 continue
             error = None if ref is None else (run["llc"] - ref) / ref
             rows.append({**run, "name": point.name, "error": error})
-            names = ", ".join(run["warning_names"]) or "none"
+            counts = {name: run["warning_names"].count(name) for name in run["warning_names"]}
+            names = ", ".join(name if count == 1 else f"{name} x{count}"
+                              for name, count in counts.items()) or "none"
             lines.append(
                 f"| {point.name} | {run['key']} | {run['llc']:.4g} ± {run['std_error']:.2g} "
                 f"| {'–' if ref is None else f'{ref:.4g} ({kind})'} | {_pct(error)} "
@@ -950,7 +953,9 @@ def defaults_table(points, old_steps: int = 59_000) -> str:
         f"warning about the result (RunNote not counted); {len(missed)} of the {len(quiet)} "
         f"unwarned runs are more than 10% off"
         + "".join(f"; {r['name']} key {r['key']} {_pct(r['error'])}" for r in missed) + ".",
-        f"2. Median |error| of unwarned runs: {median_quiet}.",
+        f"2. Median |error| of unwarned runs: {median_quiet}; of all runs with a reference: "
+        f"{100 * float(np.median([abs(r['error']) for r in rows if r['error'] is not None])):.1f}%"
+        f" ({sum(abs(r['error']) <= 0.1 for r in rows if r['error'] is not None)} within 10%).",
         "3. Calibrated step max/min over 5 keys: " + (
             f"{sum(r <= 2 for r in ratios)} of {len(ratios)} points within 2x; median "
             f"{np.median(ratios):.2f}, worst {max(ratios):.2f}." if ratios else "not run."),
