@@ -936,11 +936,16 @@ def defaults_table(points, old_steps: int = 59_000) -> str:
                 f"| {names} | {run['temperature']:.2f} | {run['virial_temperature']:.2f} "
                 f"± {run['virial_temperature_se']:.2f} | {run['chain_steps_reported']:,} "
                 f"| {run['step_size']:.2g} | {run['seconds']:.0f} |")
-        if entry.get("step_ratio") is not None:
-            ratios.append(entry["step_ratio"])
+        if entry.get("calibrated_steps"):
+            # a key where no candidate passed counts as a miss (its ratio is undefined)
+            failed = entry["calibrated_steps"].count(None)
+            ratio = math.inf if failed else entry["step_ratio"]
+            ratios.append(ratio)
             steps = ", ".join("none" if s is None else f"{s:.2g}"
                               for s in entry["calibrated_steps"])
-            spread.append(f"| {point.name} | {steps} | {entry['step_ratio']:.2f} |")
+            spread.append(f"| {point.name} | {steps} | "
+                          + (f"{failed} of {len(entry['calibrated_steps'])} keys: none passed"
+                             if failed else f"{ratio:.2f}") + " |")
     quiet = [r for r in rows if not _result_warnings(r) and r["error"] is not None]
     missed = [r for r in quiet if abs(r["error"]) > 0.1]
     steps = [r["chain_steps_reported"] for r in rows]
@@ -957,8 +962,11 @@ def defaults_table(points, old_steps: int = 59_000) -> str:
         f"{100 * float(np.median([abs(r['error']) for r in rows if r['error'] is not None])):.1f}%"
         f" ({sum(abs(r['error']) <= 0.1 for r in rows if r['error'] is not None)} within 10%).",
         "3. Calibrated step max/min over 5 keys: " + (
-            f"{sum(r <= 2 for r in ratios)} of {len(ratios)} points within 2x; median "
-            f"{np.median(ratios):.2f}, worst {max(ratios):.2f}." if ratios else "not run."),
+            f"{sum(r <= 2 for r in ratios)} of {len(ratios)} points within 2x "
+            f"({sum(math.isinf(r) for r in ratios)} with a key where no candidate passed); "
+            f"median {np.median(ratios):.2f}, worst finite "
+            f"{max((r for r in ratios if math.isfinite(r)), default=math.nan):.2f}."
+            if ratios else "not run."),
         f"4. Chain steps per run (calibration and repetitions included): median "
         f"{int(np.median(steps)):,} = {np.median(steps) / old_steps:.2f} x the previous "
         f"defaults' {old_steps:,}." if steps else "4. no run.",
