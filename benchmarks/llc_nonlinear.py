@@ -62,16 +62,21 @@ carries two references at the same n, gamma = 1, n beta = n / log n:
 
 Evaluation (`evaluate`): per point and each of two keys, the DEFAULT
 `slt.llc(problem, params, key, plan=slt.RunPlan(progress=False))`: lambda_hat +- se, its error
-against the reference and against theory, warnings, the calibrated step, gradients spent and
-wall time; and the calibrated step of `slt.llc_calibrate` over 5 keys (max/min). Gradients:
-LLCResult has no gradient count (checked with getattr); they are estimated as minibatch
-gradients chains x (warmup + draws) of the kept run, plus the calibration sweep's
-sum over candidates of chains_per_candidate x (its warmup + draws), measured on the first of
-the 5 calibration keys (llc's own calibration uses another key) -- repeated runs after a
-'repeated at ...' warning are counted from the warnings.
+against the reference and against theory, its named warnings (`LLCResult.warning_names`), the
+configurational and virial temperatures T and T_v, the calibrated step, the gradients the
+result reports (`LLCResult.gradients`, calibration and repetitions included; divided by the
+batch: chain steps) and wall time; and the calibrated step of `slt.llc_calibrate` over 5 keys
+(max/min; `--calibration-keys 0` skips it, `--calibration-only` adds it later). Runs measured
+before LLCResult counted its gradients carry an estimate instead: minibatch gradients chains x
+(warmup + draws) of the kept run, plus the calibration sweep's sum over candidates of
+chains_per_candidate x (its warmup + draws), measured on the first of the 5 calibration keys,
+plus repeated runs counted from llc's 'repeated at ...' notes. `defaults_table` prints a
+results file of the current format with the issue's four criteria.
 
 Run: `.venv/bin/python -m benchmarks.llc_nonlinear [--points a,b] [--references]
-[--recompute] [--no-eval] [--list]`; raw numbers go to benchmarks/llc_nonlinear_results.json.
+[--recompute] [--no-eval] [--list] [--results-file F] [--calibration-keys K]
+[--calibration-only] [--defaults-table]`; raw numbers go to
+benchmarks/llc_nonlinear_results.json unless --results-file says otherwise.
 """
 
 from __future__ import annotations
@@ -620,7 +625,32 @@ def _repeated_gradients(result) -> int:
     return total
 
 
-def evaluate_point(point: Point) -> dict:
+def _run_record(result) -> dict:
+    """What the table needs of one default run. Gradients: the per-example gradients the
+    result reports (`LLCResult.gradients`: every chain step of its runs, repetitions and the
+    calibration included, times the batch); chain steps = that / the batch size, the unit of
+    the older estimates below (minibatch gradients)."""
+    return {
+        "llc": result.llc_mean, "std_error": result.std_error,
+        "warned": len(result.warnings) > 0, "warnings": list(result.warnings),
+        "warning_names": list(result.warning_names),
+        "step_size": float(result.step_size), "temperature": float(result.temperature),
+        "temperature_se": float(result.temperature_std_error),
+        "virial_temperature": float(result.virial_temperature),
+        "virial_temperature_se": float(result.virial_temperature_std_error),
+        "rhat": float(result.rhat), "drift_z": float(result.drift_z),
+        "num_chains": result.num_chains, "num_warmup": result.num_warmup,
+        "num_samples": result.num_samples, "stop_reason": result.stop_reason,
+        "batch_size": int(result.batch_size), "gradients_reported": int(result.gradients),
+        "chain_steps_reported": int(result.gradients) // int(result.batch_size),
+        "gradients_run": result.num_chains * (result.num_warmup + result.num_samples),
+        "gradients_repeated": _repeated_gradients(result),
+    }
+
+
+def evaluate_runs(point: Point) -> list:
+    """The default `slt.llc` on `point` with each of EVAL_KEYS keys; an exception (e.g. no
+    calibration candidate passes) is recorded by its class and first line: loud, and data."""
     built = point.built()
     runs = []
     for k in range(EVAL_KEYS):
@@ -630,25 +660,21 @@ def evaluate_point(point: Point) -> dict:
             try:
                 result = slt.llc(built.problem, built.params, _key(point, k),
                                  plan=slt.RunPlan(progress=False))
-            except ValueError as error:  # e.g. no calibration candidate passes: loud
+            except Exception as error:  # noqa: BLE001 -- recorded, not hidden
                 runs.append({"key": k, "raised": str(error).splitlines()[0],
+                             "raised_class": type(error).__name__,
                              "seconds": time.perf_counter() - start})
                 continue
-        seconds = time.perf_counter() - start
-        gradients = getattr(result, "gradients", None)
-        runs.append({
-            "key": k, "llc": result.llc_mean, "std_error": result.std_error,
-            "warned": len(result.warnings) > 0, "warnings": list(result.warnings),
-            "step_size": float(result.step_size), "temperature": float(result.temperature),
-            "rhat": float(result.rhat), "num_chains": result.num_chains,
-            "num_warmup": result.num_warmup, "num_samples": result.num_samples,
-            "gradients_reported": gradients,
-            "gradients_run": result.num_chains * (result.num_warmup + result.num_samples),
-            "gradients_repeated": _repeated_gradients(result),
-            "seconds": seconds,
-        })
+        runs.append({"key": k, **_run_record(result), "seconds": time.perf_counter() - start})
+    return runs
+
+
+def calibration_spread(point: Point, keys: int = CALIBRATION_KEYS) -> dict:
+    """The step `slt.llc_calibrate` picks with each of `keys` keys (None where no candidate
+    passed), their max/min, and one sweep's chain steps (the first key's)."""
+    built = point.built()
     steps, calibration_gradients = [], None
-    for k in range(CALIBRATION_KEYS):
+    for k in range(keys):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
@@ -662,33 +688,58 @@ def evaluate_point(point: Point) -> dict:
         if calibration_gradients is None:
             calibration_gradients = _calibration_gradients(
                 calibration.table, slt.samplers.Calibration().chains_per_candidate)
-    for run in runs:
-        if "raised" in run:
-            continue
-        run["gradients_calibration_estimate"] = calibration_gradients
-        run["gradients_total_estimate"] = (run["gradients_run"] + run["gradients_repeated"]
-                                           + (calibration_gradients or 0))
     found = [s for s in steps if s is not None]
-    return {"point": point.name, "runs": runs, "calibrated_steps": steps,
+    return {"calibrated_steps": steps, "calibration_gradients": calibration_gradients,
             "step_ratio": (max(found) / min(found)) if found else None}
 
 
-def evaluate(points) -> dict:
+def evaluate_point(point: Point, calibration_keys: int = CALIBRATION_KEYS) -> dict:
+    runs = evaluate_runs(point)
+    spread = calibration_spread(point, calibration_keys)
+    for run in runs:
+        if "raised" in run:
+            continue
+        run["gradients_calibration_estimate"] = spread["calibration_gradients"]
+        run["gradients_total_estimate"] = (run["gradients_run"] + run["gradients_repeated"]
+                                           + (spread["calibration_gradients"] or 0))
+    return {"point": point.name, "runs": runs, **spread}
+
+
+def _print_runs(entry: dict) -> None:
+    for run in entry["runs"]:
+        if "raised" in run:
+            print(f"  key {run['key']}: raised {run.get('raised_class', '')} {run['raised']}",
+                  flush=True)
+            continue
+        print(f"  key {run['key']}: {run['llc']:.4g} +- {run['std_error']:.2g}, "
+              f"warnings {run.get('warning_names', run['warned'])}, "
+              f"T {run['temperature']:.2f}, T_v {run.get('virial_temperature', math.nan):.2f}, "
+              f"step {run['step_size']:.2g}, {run['seconds']:.0f} s", flush=True)
+
+
+def evaluate(points, calibration_keys: int = CALIBRATION_KEYS) -> dict:
+    results = {}
     for point in points:
         print(f"evaluate {point.name} ...", flush=True)
-        entry = evaluate_point(point)
+        entry = evaluate_point(point, calibration_keys)
         entry["date"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="minutes")
         results = _load(RESULTS_FILE)  # reread: another process may have added points
         results[point.name] = entry
         _save(RESULTS_FILE, results)
-        for run in results[point.name]["runs"]:
-            if "raised" in run:
-                print(f"  key {run['key']}: raised {run['raised']}", flush=True)
-                continue
-            print(f"  key {run['key']}: {run['llc']:.4g} +- {run['std_error']:.2g}, "
-                  f"warned {run['warned']}, step {run['step_size']:.2g}, "
-                  f"{run['seconds']:.0f} s", flush=True)
+        _print_runs(entry)
+        print(f"  calibrated steps {entry['calibrated_steps']}", flush=True)
     return results
+
+
+def add_calibration_spread(points, keys: int = CALIBRATION_KEYS) -> None:
+    """Fill in the step spread of points already evaluated (`evaluate(..., 0)`)."""
+    for point in points:
+        print(f"calibrate {point.name} ...", flush=True)
+        spread = calibration_spread(point, keys)
+        results = _load(RESULTS_FILE)
+        results.setdefault(point.name, {"point": point.name, "runs": []}).update(spread)
+        _save(RESULTS_FILE, results)
+        print(f"  calibrated steps {spread['calibrated_steps']}", flush=True)
 
 
 # ---------------------------------------------------------------- tables
@@ -826,8 +877,102 @@ def summary(points) -> str:
         f"it repeated a hot run at half the step. Without a final-result warning and more "
         f"than 10% off the reference: {len(missed)} of {len(quiet)}; their median |error| "
         f"{100 * float(np.median([abs(r['error']) for r in quiet])):.1f}%. Calibrated step "
-        f"max/min over 5 keys: median {np.median(ratios):.2f}, worst {max(ratios):.2f}. "
+        + (f"max/min over 5 keys: median {np.median(ratios):.2f}, worst {max(ratios):.2f}. "
+           if ratios else "spread not measured. ") +
         f"Gradients per run (estimate, calibration included): median {int(np.median(grads)):,}.")
+
+
+def _reference(reference: dict | None) -> tuple[float | None, str]:
+    """The value a run is measured against: NUTS where it ran, else the linearised value
+    (None where that is 0: J = 0 says nothing)."""
+    if reference is None:
+        return None, "none"
+    if "reference" in reference:
+        return reference["reference"]["llc"], "NUTS"
+    linearized = reference["geometry"]["linearized"]
+    return (linearized, "linearized") if linearized > 0 else (None, "none")
+
+
+def _result_warnings(run: dict) -> list:
+    """The named warnings about the final result: all but `RunNote` (llc's notes of what it
+    did on its own account, such as a repetition at half the step)."""
+    return [name for name in run["warning_names"] if name != "RunNote"]
+
+
+def defaults_table(points, old_steps: int = 59_000) -> str:
+    """Per point and key the default run's lambda_hat against its reference, its named
+    warnings, T, T_v, chain steps and step; then the 5-key step spread and the issue's four
+    criteria (within 10% or warned; median unwarned error <= 5%; step max/min <= 2; median
+    chain steps <= 3 x `old_steps`, the previous defaults' median). Runs of this format only
+    (`_run_record`)."""
+    results = _load(RESULTS_FILE)
+    cache = _load(REFERENCE_FILE)
+    lines = ["| point | key | λ̂ ± se | reference | error | warnings | T | T_v "
+             "| chain steps (gradients / batch) | step | time (s) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    spread = ["| point | calibrated step over 5 keys | max/min |", "|---|---|---|"]
+    rows, raised, ratios, missing = [], [], [], []
+    for point in points:
+        entry = results.get(point.name)
+        if entry is None:
+            missing.append(point.name)
+            continue
+        ref, kind = _reference(cache.get(point.name))
+        for run in entry["runs"]:
+            if "raised" in run:
+                raised.append(run)
+                lines.append(f"| {point.name} | {run['key']} | raised {run['raised_class']}: "
+                             f"{run['raised'][:90]} | | | (loud) | | | | | "
+                             f"{run['seconds']:.0f} |")
+                continue
+            error = None if ref is None else (run["llc"] - ref) / ref
+            rows.append({**run, "name": point.name, "error": error})
+            counts = {name: run["warning_names"].count(name) for name in run["warning_names"]}
+            names = ", ".join(name if count == 1 else f"{name} x{count}"
+                              for name, count in counts.items()) or "none"
+            lines.append(
+                f"| {point.name} | {run['key']} | {run['llc']:.4g} ± {run['std_error']:.2g} "
+                f"| {'–' if ref is None else f'{ref:.4g} ({kind})'} | {_pct(error)} "
+                f"| {names} | {run['temperature']:.2f} | {run['virial_temperature']:.2f} "
+                f"± {run['virial_temperature_se']:.2f} | {run['chain_steps_reported']:,} "
+                f"| {run['step_size']:.2g} | {run['seconds']:.0f} |")
+        if entry.get("calibrated_steps"):
+            # a key where no candidate passed counts as a miss (its ratio is undefined)
+            failed = entry["calibrated_steps"].count(None)
+            ratio = math.inf if failed else entry["step_ratio"]
+            ratios.append(ratio)
+            steps = ", ".join("none" if s is None else f"{s:.2g}"
+                              for s in entry["calibrated_steps"])
+            spread.append(f"| {point.name} | {steps} | "
+                          + (f"{failed} of {len(entry['calibrated_steps'])} keys: none passed"
+                             if failed else f"{ratio:.2f}") + " |")
+    quiet = [r for r in rows if not _result_warnings(r) and r["error"] is not None]
+    missed = [r for r in quiet if abs(r["error"]) > 0.1]
+    steps = [r["chain_steps_reported"] for r in rows]
+    median_quiet = (f"{100 * float(np.median([abs(r['error']) for r in quiet])):.1f}%"
+                    if quiet else "none (no unwarned run)")
+    lines_summary = [
+        f"{len(rows) + len(raised)} runs at {len(points) - len(missing)} points "
+        f"({len(raised)} raised; not run: {', '.join(missing) or 'none'}).",
+        f"1. Within 10% or warned: {len(rows) - len(quiet)} of {len(rows)} runs carry a "
+        f"warning about the result (RunNote not counted); {len(missed)} of the {len(quiet)} "
+        f"unwarned runs are more than 10% off"
+        + "".join(f"; {r['name']} key {r['key']} {_pct(r['error'])}" for r in missed) + ".",
+        f"2. Median |error| of unwarned runs: {median_quiet}; of all runs with a reference: "
+        f"{100 * float(np.median([abs(r['error']) for r in rows if r['error'] is not None])):.1f}%"
+        f" ({sum(abs(r['error']) <= 0.1 for r in rows if r['error'] is not None)} within 10%).",
+        "3. Calibrated step max/min over 5 keys: " + (
+            f"{sum(r <= 2 for r in ratios)} of {len(ratios)} points within 2x "
+            f"({sum(math.isinf(r) for r in ratios)} with a key where no candidate passed); "
+            f"median {np.median(ratios):.2f}, worst finite "
+            f"{max((r for r in ratios if math.isfinite(r)), default=math.nan):.2f}."
+            if ratios else "not run."),
+        f"4. Chain steps per run (calibration and repetitions included): median "
+        f"{int(np.median(steps)):,} = {np.median(steps) / old_steps:.2f} x the previous "
+        f"defaults' {old_steps:,}." if steps else "4. no run.",
+    ]
+    return ("\n".join(lines) + "\n\n" + "\n".join(spread) + "\n\n"
+            + "\n".join(lines_summary))
 
 
 def run(points=None) -> str:
@@ -887,6 +1032,12 @@ def main(argv=None) -> None:
                         help="where the evaluation's raw numbers go (default: %(default)s)")
     parser.add_argument("--write-results", action="store_true",
                         help="write the section into benchmarks/RESULTS.md (no runs)")
+    parser.add_argument("--calibration-keys", type=int, default=CALIBRATION_KEYS,
+                        help="keys of the calibrated step's spread (0: skip it)")
+    parser.add_argument("--calibration-only", action="store_true",
+                        help="only add the calibrated step's spread to the results file")
+    parser.add_argument("--defaults-table", action="store_true",
+                        help="print the results file's table and criteria (no runs)")
     parser.add_argument("--list", action="store_true", help="list the points and exit")
     parser.add_argument("--geometry", action="store_true",
                         help="only build the points and print the rank checks")
@@ -896,6 +1047,9 @@ def main(argv=None) -> None:
     if args.list:
         for point in POINTS:
             print(f"{point.name:24s} {point.kind:12s} n={point.n:<7d} {point.architecture}")
+        return
+    if args.defaults_table:
+        print(defaults_table(points))
         return
     if args.write_results:
         write_results_section(points, NOTES_FILE.read_text() if NOTES_FILE.exists() else "")
@@ -915,8 +1069,11 @@ def main(argv=None) -> None:
         return
     if args.references or args.recompute:
         references(points, recompute=args.recompute)
+    if args.calibration_only:
+        add_calibration_spread(points, args.calibration_keys)
+        return
     if not args.no_eval:
-        evaluate(points)
+        evaluate(points, args.calibration_keys)
     print(section(points))
 
 
