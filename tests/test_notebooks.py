@@ -2,8 +2,8 @@
 
 Running them (`test_notebook_executes`, marked `notebooks`: seven kernels, about 190 s of CPU,
 most of it compiling) is `make test-notebooks`, which CI runs after `make test` (`.ci/run`):
-in `make test` they would take a third of its 10 minutes. The checks that need no kernel run
-in `make test`.
+in `make test` they were 14% of its 1,400 CPU seconds and put it over its 10 minutes. The
+checks that need no kernel run in `make test`.
 
 Each notebook is executed by nbclient in a fresh `python3` kernel. The kernel must be this
 interpreter (the one running pytest, i.e. .venv's): ipykernel's kernelspec names `python`,
