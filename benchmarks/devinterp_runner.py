@@ -41,9 +41,10 @@ The "transformer" kind (benchmarks/llc_transformer.py): `tokens` (n, T) integer 
 of benchmarks/transformer_twin.py's attention-only transformer, or (`architecture` =
 "gpt_neox", with `heads`) of HuggingFace's GPT-NeoX (`gpt_neox_model`). Its jobs: one with
 "losses_path" saves the twin's per-token losses (n, T - 1) at "checkpoint" as .npy (the check
-against JAX); one with "masks_path" saves devinterp's masks of each of "parts" (.npz, keys
-"part:name" in the file's names); one with "forward_backward_steps" times the twin's own
-forward and backward on a minibatch (plain torch); otherwise one `llc` call per checkpoint
+against JAX), "chunk" sequences at a time; one with "masks_path" saves devinterp's masks of
+each of "parts" (.npz, keys "part:name" in the file's names); one with
+"forward_backward_steps" times the twin's own forward and backward on a minibatch (plain
+torch); otherwise one `llc` call per checkpoint
 in "checkpoints" per part in "parts" ("full": every weight; "l0h1" and the like:
 devinterp's `create_param_masks(model, part)`), on the sequences as a `Dataset` with
 devinterp's default per-token cross-entropy (no loss_fn), answered with lists in that order,
@@ -306,10 +307,12 @@ def _serve_transformer(arrays) -> None:
         device = job.get("device", "cpu")
         if "losses_path" in job:  # the twin's per-token losses on every sequence, no timing
             model = build_model(job["checkpoint"]).to(device)
-            with torch.no_grad():  # in blocks: the GPU is shared with JAX's process
+            chunk = job["chunk"]  # sequences per block: the GPU is shared with JAX's process
+            with torch.no_grad():
                 losses = np.concatenate([
-                    per_token_loss(model, torch.from_numpy(tokens[start:start + 128]).to(device))
-                    .cpu().numpy() for start in range(0, len(tokens), 128)])
+                    per_token_loss(model, torch.from_numpy(tokens[start:start + chunk])
+                                   .to(device)).cpu().numpy()
+                    for start in range(0, len(tokens), chunk)])
             if device == "cuda":
                 torch.cuda.empty_cache()
             np.save(job["losses_path"], losses)

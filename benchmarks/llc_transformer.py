@@ -104,7 +104,7 @@ SAMPLING = {
 ROUNDS = 2
 DEVINTERP_VERSION = "2.0.1"
 GPU_RESULTS = "llc_transformer_gpu.json"
-TWIN_CHUNK = 128  # sequences per block of the twin check's JAX losses
+TWIN_CHUNK = 128  # sequences per block of the twin check's losses, on both sides
 
 
 def log(message: str) -> None:
@@ -367,13 +367,13 @@ def write_npz(path: Path, tokens: np.ndarray, checkpoints: list[dict]) -> None:
 def twin_check(worker, params: dict, tokens: np.ndarray, checkpoint: int, folder: Path,
                device: str = "cpu") -> float:
     """max |per-token loss of the torch twin - JAX's| on every sequence at a checkpoint
-    (JAX's in blocks of `TWIN_CHUNK` sequences: at the Hoogland size all 2 048 sequences'
-    logits at once need about 20 GB)."""
+    (both sides in blocks of `TWIN_CHUNK` sequences: at the Hoogland size all 2 048
+    sequences' logits at once need about 20 GB)."""
     import jax
 
     path = folder / "twin_losses.npy"
     worker.run({"losses_path": str(path), "checkpoint": checkpoint, "seed": 0,
-                "device": "cuda" if device == "gpu" else "cpu"})
+                "chunk": TWIN_CHUNK, "device": "cuda" if device == "gpu" else "cpu"})
     losses = jax.jit(per_token_nll)
     jax_losses = np.concatenate([np.asarray(losses(params, tokens[start:start + TWIN_CHUNK]))
                                  for start in range(0, len(tokens), TWIN_CHUNK)])

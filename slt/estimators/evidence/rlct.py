@@ -493,11 +493,9 @@ def rlct_two_temperatures(
     if betas.size != 2:
         raise InputError(f"rlct_two_temperatures needs draws at exactly two inverse "
                          f"temperatures, got {betas.size}: {betas.tolist()}")
-    span = 1.0 / betas[0] - 1.0 / betas[1]
-    lam = float((results[0].wbic - results[1].wbic) / span)
+    lam, std_error = _two_temperature(results)
     intercept = results[1].wbic - lam / betas[1]
-    return _result(problem, results, fit, sampler, lam=lam,
-                   std_error=float(np.hypot(results[0].std_error, results[1].std_error) / span),
+    return _result(problem, results, fit, sampler, lam=lam, std_error=std_error,
                    multiplicity=1, multiplicity_interval=(1, 1),
                    window=(float(betas[0]), float(betas[1])),
                    coefficients=np.array([intercept, lam]), method="two_temperature",
@@ -513,14 +511,22 @@ def _per_temperature(problem: Problem, draws: TemperedDraws, sampler: str):
     )
 
 
+def _two_temperature(results) -> tuple[float, float]:
+    """Watanabe's lambda_2T and its standard error between the outermost temperatures of
+    `results` (one `WBICResult` per beta, ascending): (E_0 - E_1) / (1/beta_0 - 1/beta_1),
+    hypot(se_0, se_1) over the same span (module doc)."""
+    first, last = results[0], results[-1]
+    span = 1.0 / first.beta - 1.0 / last.beta
+    return (float((first.wbic - last.wbic) / span),
+            float(np.hypot(first.std_error, last.std_error) / span))
+
+
 def _result(problem, results, fit, sampler, *, lam, std_error, multiplicity,
             multiplicity_interval, window, coefficients, method, messages) -> RLCTResult:
     """The `RLCTResult` of an estimate: Watanabe's two-temperature column over the outermost
     temperatures, the singular BIC, and the warnings (the temperatures', range, se)."""
     betas = np.array([r.beta for r in results])
-    means = np.array([r.wbic for r in results])
-    errors = np.array([r.std_error for r in results])
-    span = 1.0 / betas[0] - 1.0 / betas[-1]
+    two_temperature, two_temperature_std_error = _two_temperature(results)
     nll_hat = float("nan") if fit is None else -float(fit.loglik)
     log_n = float(np.log(problem.n))
     outside = range_warning(lam, std_error, problem.dim)
@@ -534,9 +540,9 @@ def _result(problem, results, fit, sampler, *, lam, std_error, multiplicity,
     return RLCTResult(
         rlct=lam, std_error=std_error, multiplicity=multiplicity,
         multiplicity_interval=multiplicity_interval, window=window,
-        two_temperature=float((means[0] - means[-1]) / span),
-        two_temperature_std_error=float(np.hypot(errors[0], errors[-1]) / span),
-        betas=betas, expected_nll=means, expected_nll_std_error=errors, n=problem.n,
+        two_temperature=two_temperature, two_temperature_std_error=two_temperature_std_error,
+        betas=betas, expected_nll=np.array([r.wbic for r in results]),
+        expected_nll_std_error=np.array([r.std_error for r in results]), n=problem.n,
         dim=problem.dim, sampler=sampler, nll_hat=nll_hat,
         singular_bic=nll_hat + lam * log_n - (multiplicity - 1) * np.log(log_n),
         singular_bic_std_error=std_error * log_n, bic=nll_hat + 0.5 * problem.dim * log_n,
