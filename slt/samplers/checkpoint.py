@@ -66,7 +66,8 @@ from slt.results import atomic_path
 
 __all__ = ["Checkpoint", "CheckpointError", "Interrupted", "Resumed", "join_records"]
 
-FORMAT = 1
+# 2: an observing run's records hold its summaries per chunk (slt.samplers.local_chains).
+FORMAT = 2
 
 Records = tuple[np.ndarray, ...]
 

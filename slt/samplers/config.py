@@ -257,6 +257,11 @@ class RunPlan:
         default): until the standard error reaches `target_se`, at least 1000.
       target_se: with num_samples="auto", the standard error to reach, as a fraction of
         |lambda_hat| (0.05).
+      min_ess: with num_samples="auto", the run also draws until the chains' distance from
+        w* (the slowest trace it records) has at least this effective sample size over all
+        chains (ArviZ's bulk ESS); 0 (the default): no such goal. The estimators that observe
+        example losses raise it to their `OBSERVED_ESS` (500; their batch-means standard
+        errors need blocks of many autocorrelation times, `slt.estimators.local.observed`).
       max_steps: with an "auto" length, the most steps a chain runs, warmup included (10 000:
         five times the fixed 1000 + 1000).
       chunk_size: steps per compiled chunk; progress is reported, the checkpoint written and
@@ -284,6 +289,7 @@ class RunPlan:
     num_warmup: int | str = "auto"
     num_samples: int | str = "auto"
     target_se: float = 0.05
+    min_ess: int = 0
     max_steps: int = 10_000
     chunk_size: int = 500
     checkpoint: str | os.PathLike | None = None
@@ -294,7 +300,8 @@ class RunPlan:
 
     def __post_init__(self):
         for name, minimum in (("num_chains", 1), ("num_warmup", 0), ("num_samples", 1),
-                              ("chunk_size", 1), ("observe_every", 1), ("max_steps", 1)):
+                              ("chunk_size", 1), ("observe_every", 1), ("max_steps", 1),
+                              ("min_ess", 0)):
             value = getattr(self, name)
             if name in ("num_warmup", "num_samples") and isinstance(value, str):
                 require_one_of(name, value, ("auto",))

@@ -36,12 +36,15 @@ Observables (`observables=`): per-example losses l_i(w) = -log p(z_i | w) of giv
 (training examples, a query set, or both), evaluated at the chains' positions every `every`-th
 step from `start` (the end of the warmup) and summarised on device, per chain, as streaming
 means, variances and co-moments (`slt.samplers.moments`: Welford's update in the scan's carry):
-memory O(p q) per chain for p and q observables, never one value per draw and example. Each
+memory O(p q) per chain and chunk for p and q observables, never one value per draw and
+example: each chunk's summaries are one block of consecutive draws per chain (they start empty
+in every chunk and are returned with its record), the batches of the estimators' batch-means
+standard errors (`slt.estimators.local.observed`). Each
 side may be a linear readout of the losses (a matrix R: R l, e.g. the mean loss of a subset).
 The step counter decides when to observe; it is the same for every chain, so the observation
 is a `lax.cond` outside the vmap over chains and costs nothing at the other steps (a
 per-chain predicate would become a select that evaluates the losses at every step); a
-diverged chain stops adding draws. The summaries are part of the carry, so checkpoints save
+diverged chain stops adding draws. The blocks are part of the records, so checkpoints save
 and resume them. Without observables the program is the one it was before (bitwise the same
 numbers).
 
@@ -153,8 +156,11 @@ class ChainTrace(NamedTuple):
     final_position: the last position of every chain (flat; with `extrapolate`, the eps / 2
       twin's).
     compile_time, run_time: seconds (compile time 0 when the program was cached).
-    moments: with `observables`, the `slt.samplers.moments.Moments` of every chain (leading
-      axis: chain; host arrays) of the draws it made before it diverged; None otherwise.
+    moments: with `observables`, the `slt.samplers.moments.Moments` of every chain and chunk
+      that observed (leading axes: chain, chunk; host arrays; the warmup's chunks have none):
+      one block of consecutive draws each, empty (count 0) after a chain diverged (module
+      doc); `slt.samplers.moments.combine(moments, axis=1)` is every chain's summary. None
+      otherwise.
     step_size: an exact sampler's step size per chain after its warmup; None for SGLD.
     warmup_steps, kept_steps, stop_reason: per chain, the steps of its part's warmup, the
       draws kept after it, and why the run stopped there (`slt.samplers.run_length`: the
@@ -438,18 +444,25 @@ def run_chains(
         if replicated is not None:
             first_step = _place(first_step, replicated)
         carry, recorded = compiled(carry, *arguments[1:], first_step, *observed)
+        steps = (chunk * chunk_size, (chunk + 1) * chunk_size)
+        if observed and not (steps[0] < num_steps and steps[1] > plan.num_warmup):
+            # nothing observed in this chunk (warmup, or past the run's end): no block of it
+            recorded = (*recorded[:_STEP_RECORDS],
+                        *(field[:, :0] for field in recorded[_STEP_RECORDS:]))
         return carry, _to_host(recorded)
 
     def lengths(chunks, final):
         """Every part's `RunLength` from the traces so far (None while it needs more)."""
-        loss, center_loss = (record[:, :num_steps] for record in join_records(chunks)[:2])
+        loss, center_loss, *_, distance = (record[:, :num_steps]
+                                           for record in join_records(chunks)[:6])
         if extrapolate:
             loss, center_loss = (_extrapolated(values) for values in (loss, center_loss))
+            distance = distance[:distance.shape[0] // 2]  # the eps / 2 twins' (ChainTrace)
         return [decide_run_length(
             nbeta * (loss[rows] - center_loss[rows]), plan, min_warmup=config.num_warmup,
-            final=final) for nbeta, rows in zip(np.broadcast_to(targets.nbeta, (
-                targets.num_parts,)), _part_rows(targets.num_parts, plan.num_chains),
-                strict=True)]
+            final=final, distance=distance[rows]) for nbeta, rows in zip(
+                np.broadcast_to(targets.nbeta, (targets.num_parts,)),
+                _part_rows(targets.num_parts, plan.num_chains), strict=True)]
 
     num_chunks = -(-num_steps // chunk_size)
     carry, chunks, _, run_time = run_units(
@@ -463,7 +476,7 @@ def run_chains(
     records = join_records(chunks)  # a resumed run's chunks come back joined
     steps_done = min(records[0].shape[1], num_steps)
     loss, center_loss, log_acceptance, gradient_product, laplacian, distance, virial = (
-        record[:, :steps_done] for record in records
+        record[:, :steps_done] for record in records[:_STEP_RECORDS]
     )
     decided = lengths(chunks, True) if plan.adaptive else [RunLength(
         plan.num_warmup, plan.num_samples, "the planned draws were made")] * targets.num_parts
@@ -482,13 +495,19 @@ def run_chains(
         final_position=final,
         compile_time=compile_time,
         run_time=run_time,
-        moments=None if carry.observed is None else _to_host(carry.observed),
+        moments=None if carry.observed is None else moments.Moments(
+            *records[_STEP_RECORDS:]),
         step_size=_to_host(carry.chain.step_size) if exact else None,
     )
     trace = _combine_twins(trace) if extrapolate else trace
     warmup, kept, reason = (np.repeat(np.asarray(values), plan.num_chains)
                             for values in zip(*decided, strict=True))
     return trace._replace(warmup_steps=warmup, kept_steps=kept, stop_reason=reason)
+
+
+# The records of every step (loss, center_loss, log_acceptance, gradient_product, laplacian,
+# distance, virial); with observables, the chunk's summaries follow (`_observed_in_blocks`).
+_STEP_RECORDS = 7
 
 
 def _part_rows(num_parts: int, chains_per_part: int) -> list[slice]:
@@ -726,9 +745,21 @@ def _compile(config: _Config, arguments, observed: tuple):
     chunk = _run_chunk if isinstance(config.sampler, SGLD) else _run_exact_chunk
     return compile_cache.compiled_for(
         config.problem, signature,
-        lambda: jax.jit(functools.partial(chunk, config)).lower(
+        lambda: jax.jit(functools.partial(_observed_in_blocks, chunk, config)).lower(
             *arguments, jnp.asarray(0), *observed).compile(),
     )
+
+
+def _observed_in_blocks(chunk, config: _Config, carry: _Carry, *arguments):
+    """`chunk(config, carry, *arguments)` with the observables summarised per chunk: the
+    summaries start empty, and the chunk's (one block of draws per chain) are appended to its
+    record as `Moments` fields of shape (chain, 1, ...), so that the joined records hold one
+    block per chain and chunk (module doc). Without observables, `chunk` itself."""
+    if carry.observed is None:
+        return chunk(config, carry, *arguments)
+    carry, records = chunk(config, carry._replace(
+        observed=jax.tree.map(jnp.zeros_like, carry.observed)), *arguments)
+    return carry, (*records, *(field[:, None] for field in carry.observed))
 
 
 def compile_count() -> int:

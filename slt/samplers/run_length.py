@@ -18,7 +18,10 @@ after every chunk of steps (`run_chains`):
   grows and b is re-chosen each time, so a b that looked stationary on a short window but not
   on a longer one moves later.
 - **Draws, by precision.** After b the run continues until lambda_hat's standard error is at
-  most `target_se` (5%) of |lambda_hat| with at least `MIN_DRAWS` draws per chain.
+  most `target_se` (5%) of |lambda_hat| with at least `MIN_DRAWS` draws per chain, and, with
+  `RunPlan(min_ess=m)`, until the chains' distance from w* after b has a bulk ESS of at least
+  m over all chains (the estimators that observe example losses need it: their statistics
+  mix as slowly as the weights, not as the minibatch loss, whose ESS is near its draws).
 - **Floors.** The warmup is at least `MIN_WARMUP` (1000) steps and the draws at least
   `MIN_DRAWS` (1000), the earlier fixed default's lengths: a test on the chains' own traces
   cannot see a direction that relaxes more slowly than its window in every chain alike (on a
@@ -124,13 +127,17 @@ class RunLength(NamedTuple):
 
 
 def decide_run_length(values: np.ndarray, plan, *, min_warmup: int = 0,
-                      final: bool = False) -> RunLength | None:
+                      final: bool = False, distance: np.ndarray | None = None
+                      ) -> RunLength | None:
     """The `RunLength` of one part from its per-draw estimates so far (`values`, (chain,
     steps done)) under `plan` (a `slt.samplers.RunPlan`), or None while the part needs more
     steps (module doc). `min_warmup`: the least warmup (an exact sampler's adaptation).
-    `final`: the run has stopped (its budget spent, or other parts done): decide now."""
+    `final`: the run has stopped (its budget spent, or other parts done): decide now.
+    `distance`: the chains' distance from w* (like `values`), for `plan.min_ess`."""
     done = values.shape[1]
-    values = values[np.all(np.isfinite(values), axis=1)]  # diverged chains say nothing
+    finite = np.all(np.isfinite(values), axis=1)  # diverged chains say nothing
+    values = values[finite]
+    distance = None if distance is None or not plan.min_ess else distance[finite]
     if values.shape[0] == 0:
         return RunLength(min(done, min_warmup), done - min(done, min_warmup),
                          "every chain diverged")
@@ -142,9 +149,12 @@ def decide_run_length(values: np.ndarray, plan, *, min_warmup: int = 0,
         if plan.num_samples != "auto":
             if kept.shape[1] >= plan.num_samples:
                 return RunLength(warmup, plan.num_samples, "the planned draws were made")
-        elif kept.shape[1] >= MIN_DRAWS and _precise(kept, plan.target_se):
+        elif kept.shape[1] >= MIN_DRAWS and _precise(kept, plan.target_se) and (
+                distance is None or _effective_draws(distance[:, warmup:]) >= plan.min_ess):
             return RunLength(warmup, kept.shape[1],
-                             f"the standard error reached {plan.target_se:.0%} of lambda_hat")
+                             f"the standard error reached {plan.target_se:.0%} of lambda_hat"
+                             + ("" if distance is None else " and the distance from w* an "
+                                f"ESS of {plan.min_ess}"))
     if not final:
         return None
     if warmup is None:
@@ -152,8 +162,10 @@ def decide_run_length(values: np.ndarray, plan, *, min_warmup: int = 0,
             plan.num_warmup, done)
         return RunLength(warmup, done - warmup, f"the budget of {done} steps per chain was "
                          "spent before the chains looked stationary")
-    return RunLength(warmup, done - warmup, f"the budget of {done} steps per chain was spent "
-                     f"before the standard error reached {plan.target_se:.0%} of lambda_hat")
+    goal = f"the standard error reached {plan.target_se:.0%} of lambda_hat" + (
+        "" if distance is None else f" and the distance from w* an ESS of {plan.min_ess}")
+    return RunLength(warmup, done - warmup,
+                     f"the budget of {done} steps per chain was spent before {goal}")
 
 
 def _stationary_start(values: np.ndarray, min_warmup: int) -> int | None:
@@ -182,6 +194,11 @@ def _rising(values: np.ndarray) -> bool:
         return False
     z = abs(second.mean() - first.mean()) / (np.sqrt(2) * trace_statistics(second)[1])
     return drifting(values, z)
+
+
+def _effective_draws(values: np.ndarray) -> float:
+    """Bulk ESS of a (chain, draw) trace over all its chains (`trace_statistics`)."""
+    return trace_statistics(values)[2]
 
 
 def _precise(kept: np.ndarray, target_se: float) -> bool:

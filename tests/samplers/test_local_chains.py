@@ -281,8 +281,8 @@ def _observed_plan(num_warmup, **options):
 def test_observed_moments_are_those_of_the_draws_after_warmup(key):
     """The streamed moments equal NumPy's over the draws the schedule selects (steps 7, 10, ...,
     43 of 45: from the end of the warmup, every 3rd, none from the last chunk's steps past the
-    run), with a second example set read out through a matrix; observing does not change the
-    chains."""
+    run), with a second example set read out through a matrix, block by block (one per chunk
+    of 10 steps) and merged; observing does not change the chains."""
     from slt.samplers import moments
     from slt.samplers.local_chains import Observables
 
@@ -303,8 +303,20 @@ def test_observed_moments_are_those_of_the_draws_after_warmup(key):
     exp_w = trace.loss[:, 7:45:3] / scales.mean()  # (chain, draw)
     x = exp_w[..., None] * scales[[0, 5, 2]]
     y = (exp_w[..., None] * other["c"]) @ readout.T
-    summary = trace.moments
+    steps = np.arange(7, 45, 3)
+    np.testing.assert_array_equal(trace.moments.count, np.broadcast_to(
+        np.bincount(steps // 10), (3, 5)))  # 1, 4, 3, 3, 2 draws in the five chunks
+    block = steps // 10 == 1  # steps 10, 13, 16, 19
+    np.testing.assert_allclose(trace.moments.mean_x[:, 1], x[:, block].mean(1), rtol=1e-12)
+    np.testing.assert_allclose(moments.covariance(trace.moments)[:, 1], np.stack(
+        [np.cov(x[c, block].T, y[c, block].T)[:3, 3:] for c in range(3)]), rtol=1e-9,
+        atol=1e-14)
+    summary = moments.combine(trace.moments, axis=1)
     np.testing.assert_array_equal(summary.count, [13, 13, 13])
+    later = run_chains(problem, center, key, OBSERVED_TARGETS, sampler=OBSERVED_SAMPLER,
+                       plan=_observed_plan(12), observables=observables)
+    np.testing.assert_array_equal(later.moments.count, np.broadcast_to(  # no block of chunk 0
+        np.bincount(np.arange(12, 45, 3) // 10)[1:], (3, 4)))
     for chain in range(3):
         np.testing.assert_allclose(summary.mean_x[chain], x[chain].mean(0), rtol=1e-12)
         np.testing.assert_allclose(summary.mean_y[chain], y[chain].mean(0), rtol=1e-12)
@@ -319,7 +331,7 @@ def test_observed_moments_are_those_of_the_draws_after_warmup(key):
 
 def test_observed_moments_resume_from_a_checkpoint_bitwise(key, tmp_path, monkeypatch):
     """A run stopped after two chunks resumes from its checkpoint to the bitwise same
-    summaries (they are part of the saved carry)."""
+    summaries (they are part of the saved records)."""
     from slt.samplers.checkpoint import Checkpoint, Interrupted
     from slt.samplers.local_chains import Observables
 

@@ -62,6 +62,27 @@ def test_diverged_chains_are_left_out_and_all_diverged_stops_at_once():
     assert decide_run_length(np.full((2, 100), np.nan), AUTO).reason == "every chain diverged"
 
 
+def test_min_ess_draws_until_a_slow_trace_has_enough_effective_draws():
+    """A slowly mixing distance trace (AR(1), rho = 0.99: ESS about draws / 200) keeps a run
+    whose lambda trace is already precise going until its ESS reaches `min_ess`."""
+    values = _trace(steps=10_000)
+    rng = np.random.default_rng(1)
+    distance = np.empty((4, 10_000))
+    distance[:, 0] = rng.standard_normal(4)
+    for t in range(1, 10_000):
+        distance[:, t] = 0.99 * distance[:, t - 1] + np.sqrt(1 - 0.99**2) * rng.standard_normal(4)
+    plan = slt.RunPlan(min_ess=100)
+    assert decide_run_length(values[:, :2000], AUTO, distance=distance[:, :2000])[:2] == (
+        1000, 1000)  # min_ess 0: the distance is not consulted
+    assert decide_run_length(values[:, :2000], plan, distance=distance[:, :2000]) is None
+    length = decide_run_length(values, plan, distance=distance)
+    assert "ESS of 100" in length.reason
+    spent = decide_run_length(values[:, :2000], plan, distance=distance[:, :2000], final=True)
+    assert "before the standard error reached 5% of lambda_hat and the distance" in spent.reason
+    with pytest.raises(ValueError, match="min_ess"):
+        slt.RunPlan(min_ess=-1)
+
+
 def _sweep(slope=500.0, power=1.5, scale=2e-3):
     """A sweep whose temperature is 1 + slope eps and rejection (eps / scale)^power, exactly."""
     eps = np.logspace(-5, -3, 7)

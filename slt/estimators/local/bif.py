@@ -37,7 +37,8 @@ is singular IF is undefined and the BIF is not: the covariance only needs the po
 The covariances come from one run of `llc`'s chains that evaluates the losses of the training
 examples and the queries every `plan.observe_every`-th draw after the warmup and keeps, per chain
 and on device, their streaming means and cross co-moment (`slt.samplers.moments`): memory n_train x
-n_query per chain, whatever the number of draws. Standard errors and R-hat are between chains
+n_query per chain and chunk of steps, whatever the number of draws. Standard errors are by
+batch means over those blocks of draws, R-hat between chains
 (`slt.estimators.local.observed`). """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ import xarray as xr
 
 from slt.estimators.local.llc import LLCResult
 from slt.estimators.local.observed import (
-    between_chains,
+    block_std_error,
     cluster_order,
     example_labels,
     observe_examples,
@@ -76,7 +77,7 @@ class BIFResult(Persistable):
       train_loss_at_center, query_loss_at_center: l(w*) of each.
       influence: BIF(z_i, z_q) = -Cov(l_i(w), l_q(w)), shape (n_train, n_query): negative
         where z_i supports the query, positive where it opposes it.
-      std_error: its standard error between chains, entrywise.
+      std_error: its standard error (batch means), entrywise.
       correlation: Corr(l_i(w), l_q(w)) (scale-free; -correlation is the normalised BIF).
       rhat_train, rhat_query: R-hat of every example's loss.
       num_samples: draws observed per chain; every: observed every this many steps.
@@ -241,15 +242,14 @@ def bif(
     """
     observed = observe_examples(problem, params, key, (posterior, sampler, plan),
                                 {"train": train, "query": query}, description="bif")
-    chains = observed.chains
-    pooled = moments.combine(chains)
+    pooled = moments.combine(observed.chains)
     return BIFResult(
         train_indices=observed.indices[0],
         query_indices=observed.indices[1],
         train_loss_at_center=observed.losses[0],
         query_loss_at_center=observed.losses[1],
         influence=-moments.covariance(pooled),
-        std_error=between_chains(moments.covariance(chains)),
+        std_error=block_std_error(observed.blocks, moments.covariance),
         correlation=moments.correlation(pooled),
         rhat_train=observed.rhats[0],
         rhat_query=observed.rhats[1],

@@ -18,8 +18,10 @@ Sigma the posterior covariance of w, K_ij ≈ grad l_i^T Sigma grad l_j and g_i 
 
 Both come from one run of `llc`'s chains that evaluates the examples' losses every
 `plan.observe_every`-th draw after the warmup and keeps, per chain and on device, the streaming
-means and co-moments (`slt.samplers.moments`): memory m^2 per chain, whatever the number of draws.
-Standard errors and R-hat are between chains (`slt.estimators.local.observed`). """
+means and co-moments (`slt.samplers.moments`): memory m^2 per chain and chunk of steps, whatever
+the number of draws.
+Standard errors are by batch means over every chain's blocks of draws, R-hat between chains
+(`slt.estimators.local.observed`). """
 
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ import xarray as xr
 
 from slt.estimators.local.llc import LLCResult
 from slt.estimators.local.observed import (
-    between_chains,
+    block_std_error,
     cluster_order,
     example_labels,
     observe_examples,
@@ -54,11 +56,11 @@ class LossKernelResult(Persistable):
       indices: the examples' indices in the training data; None when they were given as data.
       loss_at_center: l_i(w*), shape (m,).
       loss_gain: E[l_i(w)] - l_i(w*) over all draws of the chains that did not diverge.
-      loss_gain_std_error: its standard error between chains.
+      loss_gain_std_error: its standard error (batch means).
       covariance: the loss kernel K_ij = Cov(l_i(w), l_j(w)), shape (m, m) (the draws of all
         chains pooled, each chain's deviations from its own mean plus the spread of the chain
         means: Chan et al.'s merge).
-      covariance_std_error: its standard error between chains, entrywise.
+      covariance_std_error: its standard error (batch means), entrywise.
       correlation: K_ij / sqrt(K_ii K_jj).
       rhat: R-hat of every example's loss (Gelman-Rubin from the chains' means and variances).
       num_samples: draws observed per chain; every: observed every this many steps.
@@ -180,15 +182,16 @@ def loss_kernel(
     """
     observed = observe_examples(problem, params, key, (posterior, sampler, plan),
                                 {"examples": examples}, description="loss kernel")
-    chains, at_center = observed.chains, observed.losses[0]
-    pooled = moments.combine(chains)
+    blocks, at_center = observed.blocks, observed.losses[0]
+    pooled = moments.combine(observed.chains)
     return LossKernelResult(
         indices=observed.indices[0],
         loss_at_center=at_center,
         loss_gain=pooled.mean_x - at_center,
-        loss_gain_std_error=between_chains(np.asarray(chains.mean_x, np.float64)),
+        loss_gain_std_error=block_std_error(blocks, lambda summary: summary.mean_x),
         covariance=_symmetric(moments.covariance(pooled)),
-        covariance_std_error=between_chains(_symmetric(moments.covariance(chains))),
+        covariance_std_error=block_std_error(
+            blocks, lambda summary: _symmetric(moments.covariance(summary))),
         correlation=_symmetric(moments.correlation(pooled)),
         rhat=observed.rhats[0],
         **observed.result_fields(("example losses",)),

@@ -13,14 +13,31 @@ values (posterior, sampler, plan), calibration, n beta default, masks, diagnosti
 warnings; its
 `LLCResult` travels with every result as `run` (lambda_hat comes for free).
 
-Standard errors are between chains: a statistic theta (a mean, a covariance) is computed on
-every chain's draws alone, theta_c, and se = sd_c(theta_c) / sqrt(C) over the C chains that did
-not diverge; the estimate itself is computed on all their draws pooled (Chan et al.'s merge).
-This treats chains as independent replicates, so it needs no model of the autocorrelation
-within a chain, but it has C - 1 degrees of freedom: 4 chains (llc's default) give rough error
-bars; use 8 or more where the error bars matter. R-hat is Gelman and Rubin's (1992) from every
-chain's mean and variance of an observable (not split, not rank-normalised: those need the
-draws).
+Standard errors are by batch means: the chains summarise their draws per chunk of steps
+(`RunPlan.chunk_size`, 500 by default), one block of consecutive draws per chain and chunk
+(`slt.samplers.local_chains`), and consecutive chunks are merged into blocks that span at least
+`BLOCK_AUTOCORRELATION_TIMES` (25) integrated autocorrelation times tau of the chains' distance
+from w* (tau = draws / ESS of the run's distance trace: the slowest trace the run records; a
+per-example loss has a linear and a quadratic part in w - w*, and mixes no slower). A
+statistic theta (a mean, a covariance) is computed on every block b of k_b >= 2 draws of every
+chain that did not diverge, theta_b, and
+
+    se^2 = B / (B - 1) sum_b w_b^2 (theta_b - theta_w)^2,   w_b = k_b / sum k,
+    theta_w = sum_b w_b theta_b,
+
+over the B blocks of all chains (with equal blocks, sd_b(theta_b)^2 / B: blocks as
+replicates; unequal blocks, such as a last chunk that ran past the end, weighted by their
+draws). Chains that disagree (not mixed) spread their blocks apart and widen the error bar.
+It has about B - 1 degrees of freedom where the earlier between-chain standard error had C - 1
+(with 4 chains, (estimate - truth) / se was Student-t with 3 degrees of freedom, beyond 3 in
+5.8% of entries). Why 25: on a Gaussian regression's kernel (benchmarks/observed_defaults.py),
+over 40 runs at a fixed step, the sd of the estimates over the mean reported se was 1.42 with
+blocks of 5 tau, 1.18 with 10 tau and 1.00 with 25 tau (tau = 51 steps): shorter blocks are
+correlated with their neighbours and make the error bars too small. An "auto" number of draws
+continues until that ESS is at least `OBSERVED_ESS` (500, `RunPlan.min_ess`): about 20 blocks.
+The estimate itself is computed on all draws pooled (Chan et al.'s merge).
+R-hat is Gelman and Rubin's (1992) from every chain's mean and variance of an
+observable (not split, not rank-normalised: those need the draws).
 """
 
 from __future__ import annotations
@@ -36,7 +53,7 @@ import numpy as np
 from slt.estimators.local.diagnostics import MAX_RHAT, ChainsDisagree, TooFewDraws
 from slt.estimators.local.llc import LLCResult, LocalRun
 from slt.estimators.local.parts import part_runs
-from slt.estimators.local.posterior import check_local_run
+from slt.estimators.local.posterior import check_local_run, trace_statistics
 from slt.problem import Params, Problem, require_problem
 from slt.samplers import moments
 from slt.samplers.local_chains import Observables
@@ -45,7 +62,8 @@ from slt.validation import InputError, require_params, warn_caller
 __all__ = [
     "MAX_RHAT",
     "ObservedExamples",
-    "between_chains",
+    "block_std_error",
+    "chain_summaries",
     "cluster_order",
     "example_batch",
     "example_indices",
@@ -53,6 +71,8 @@ __all__ = [
     "losses_at",
     "observe_examples",
     "observed_runs",
+    "BLOCK_AUTOCORRELATION_TIMES",
+    "OBSERVED_ESS",
     "OBSERVED_WARMUP",
     "observation_warnings",
     "rhat",
@@ -62,6 +82,12 @@ __all__ = [
 
 # An "auto" warmup of an observed run: the observations begin after this many steps.
 OBSERVED_WARMUP = 1000
+# An "auto" number of draws of an observed run reaches at least this ESS of the distance from w*
+# (`RunPlan.min_ess`): with blocks of BLOCK_AUTOCORRELATION_TIMES, about 20 blocks.
+OBSERVED_ESS = 500
+# The batch-means blocks span at least this many integrated autocorrelation times of the
+# distance from w* (measured: module doc).
+BLOCK_AUTOCORRELATION_TIMES = 25
 
 
 def example_batch(problem: Problem, examples, name: str) -> tuple[dict, np.ndarray | None]:
@@ -166,7 +192,8 @@ def observed_runs(problem: Problem, params: Params, key: jax.Array, values: tupl
                   description: str) -> list[tuple[LLCResult, moments.Moments]]:
     """`llc`'s local run (one per part) with `observables` summarised every
     `plan.observe_every` steps after the warmup; per part, its `LLCResult` and the summaries
-    of its chains that did not diverge (leading axis: chain).
+    of its chains that did not diverge, per block of draws (leading axes: chain, chunk;
+    `chain_summaries` merges each chain's, `block_std_error` reads standard errors).
 
     Args:
       values: the estimator's (posterior, sampler, plan), as its user gave them (checked
@@ -188,6 +215,8 @@ def observed_runs(problem: Problem, params: Params, key: jax.Array, values: tupl
     posterior = check_local_run(problem, params, key, posterior, sampler, plan)
     if plan.num_warmup == "auto":  # the observations begin at a step fixed in advance
         plan = replace(plan, num_warmup=OBSERVED_WARMUP)
+    if plan.num_samples == "auto":
+        plan = replace(plan, min_ess=max(plan.min_ess, OBSERVED_ESS))
     if getattr(sampler, "extrapolate", False):
         raise InputError("SGLD(extrapolate=True) is not supported here: the statistics are "
                          "summarised per chain, and a twin pair's do not combine")
@@ -198,9 +227,33 @@ def observed_runs(problem: Problem, params: Params, key: jax.Array, values: tupl
     runs = part_runs(problem, params, key, LocalRun(posterior, sampler, plan), parts,
                      description=description,
                      observables=observables._replace(every=plan.observe_every))
-    return [(result, moments.Moments(*(np.asarray(field)[trace.diverged_at < 0]
-                                       for field in trace.moments)))
+    return [(result, _grouped(moments.Moments(*(np.asarray(field)[trace.diverged_at < 0]
+                                                for field in trace.moments)),
+                              _chunks_per_block(result, plan.chunk_size)))
             for result, trace in runs]
+
+
+def _chunks_per_block(run: LLCResult, chunk_size: int) -> int:
+    """How many chunks of `chunk_size` steps one batch-means block spans: at least
+    BLOCK_AUTOCORRELATION_TIMES integrated autocorrelation times of the distance from w*,
+    tau = draws / ESS of the run's kept distance trace (module doc)."""
+    distance = np.asarray(run.distance_trace, np.float64)
+    distance = distance[np.all(np.isfinite(distance), axis=1)]
+    if distance.shape[0] == 0 or distance.shape[1] < 4:
+        return 1
+    tau = distance.size / max(trace_statistics(distance)[2], 1.0)
+    return max(1, int(np.ceil(BLOCK_AUTOCORRELATION_TIMES * tau / chunk_size)))
+
+
+def _grouped(blocks: moments.Moments, size: int) -> moments.Moments:
+    """Every chain's blocks merged `size` at a time, in order (the last group may be
+    shorter); leading axes (chain, group)."""
+    if size == 1 or blocks.count.shape[1] == 0:
+        return blocks
+    groups = [moments.combine(moments.Moments(*(field[:, start:start + size]
+                                                for field in blocks)), axis=1)
+              for start in range(0, blocks.count.shape[1], size)]
+    return moments.Moments(*(np.stack(fields, axis=1) for fields in zip(*groups, strict=True)))
 
 
 class ObservedExamples(NamedTuple):
@@ -208,13 +261,15 @@ class ObservedExamples(NamedTuple):
     training indices (None for examples given as data), its losses l_i(w*), the R-hat of
     every example's loss; and the run: its `LLCResult`, the summaries of its chains that did
     not diverge (leading axis: chain; x: the first set's losses, y: the second's, or the
-    first's again), the observation interval."""
+    first's again) and of their blocks of draws (leading axes: chain, chunk; the batches of
+    `block_std_error`), the observation interval."""
 
     indices: tuple[np.ndarray | None, ...]
     losses: tuple[np.ndarray, ...]
     rhats: tuple[np.ndarray, ...]
     run: LLCResult
     chains: moments.Moments
+    blocks: moments.Moments
     every: int
 
     def result_fields(self, names: tuple[str, ...]) -> dict:
@@ -248,23 +303,47 @@ def observe_examples(problem: Problem, params: Params, key: jax.Array, values: t
     losses = tuple(losses_at(problem, params, batch, name)
                    for name, (batch, _) in checked.items())
     batches = [batch for batch, _ in checked.values()]
-    ((run, chains),) = observed_runs(problem, params, key, values,
+    ((run, blocks),) = observed_runs(problem, params, key, values,
                                      observables=Observables(*batches),
                                      description=description)
+    chains = chain_summaries(blocks)
     sets = len(batches)
     rhats = tuple(rhat(chains.count, mean, variance) for mean, variance in zip(
         (chains.mean_x, chains.mean_y)[:sets], moments.variances(chains)[:sets], strict=True))
     return ObservedExamples(tuple(indices for _, indices in checked.values()), losses, rhats,
-                            run, chains, values[2].observe_every)
+                            run, chains, blocks, values[2].observe_every)
 
 
-def between_chains(per_chain: np.ndarray) -> np.ndarray:
-    """Standard error of a statistic from its values on every chain (axis 0):
-    sd_c / sqrt(C); NaN with fewer than two chains."""
-    chains = per_chain.shape[0]
-    if chains < 2:
-        return np.full(per_chain.shape[1:], np.nan)
-    return np.std(per_chain, axis=0, ddof=1) / np.sqrt(chains)
+def chain_summaries(blocks: moments.Moments) -> moments.Moments:
+    """Every chain's summary (leading axis: chain) from its blocks' (leading axes: chain,
+    chunk), merged in float64."""
+    return moments.combine(blocks, axis=1)
+
+
+def block_std_error(blocks: moments.Moments, statistic) -> np.ndarray:
+    """Batch-means standard error (module doc) of `statistic(summary)` (a mean, a covariance:
+    any function of a `Moments` that keeps its leading axes) from its values on every block
+    of at least two draws (`blocks`: leading axes chain, chunk); NaN with fewer than two
+    such blocks.
+
+    Example:
+      >>> draws = np.arange(8.0).reshape(2, 2, 2, 1)      # chain, block, draw, observable
+      >>> blocks = moments.zeros((2, 2), 1, 1, jnp.float64)
+      >>> for t in range(2):
+      ...     blocks = moments.update(blocks, draws[:, :, t], draws[:, :, t])
+      >>> float(block_std_error(blocks, lambda m: m.mean_x)[0])   # sd of 0.5, 2.5, 4.5, 6.5 / 2
+      1.2909944487358056
+    """
+    counts = np.asarray(blocks.count, np.float64).reshape(-1)
+    values = np.asarray(statistic(blocks), np.float64)
+    values = values.reshape(-1, *values.shape[np.ndim(blocks.count):])[counts >= 2]
+    if values.shape[0] < 2:
+        return np.full(values.shape[1:], np.nan)
+    weights = counts[counts >= 2] / counts[counts >= 2].sum()
+    weights = weights.reshape(-1, *[1] * (values.ndim - 1))
+    deviations = values - np.sum(weights * values, axis=0)
+    return np.sqrt(values.shape[0] / (values.shape[0] - 1)
+                   * np.sum(weights**2 * deviations**2, axis=0))
 
 
 def rhat(count, means, variances) -> np.ndarray:

@@ -30,8 +30,10 @@ Every component's chains run in one compiled program (the masks are runtime argu
 `plan.observe_every`-th draw after the warmup the chains evaluate the per-example losses of the
 reference examples and of every subset once (a training index shared by the reference and subsets
 is evaluated once) and keep, on device, the streaming moments of phi_C and of every Delta L_S,
-linear readouts of those losses (`slt.samplers.moments`): memory O(number of subsets) per chain.
-Standard errors are between chains (`slt.estimators.local.observed`). """
+linear readouts of those losses (`slt.samplers.moments`): memory O(number of subsets) per chain
+and chunk of steps.
+Standard errors are by batch means over every chain's blocks of draws, R-hat between chains
+(`slt.estimators.local.observed`). """
 
 from __future__ import annotations
 
@@ -47,7 +49,8 @@ import xarray as xr
 
 from slt.estimators.local.llc import LLCResult
 from slt.estimators.local.observed import (
-    between_chains,
+    block_std_error,
+    chain_summaries,
     example_batch,
     example_indices,
     losses_at,
@@ -74,7 +77,7 @@ class SusceptibilityResult(Persistable):
     Attributes:
       components, subsets: their names, in order.
       susceptibility: chi, shape (components, subsets).
-      std_error: its standard error between chains.
+      std_error: its standard error (batch means).
       subset_sizes: examples per subset; reference_size: examples of the reference q.
       rhat_observable: R-hat of phi_C per component; rhat_shift: of Delta L_S, (C, S).
       num_samples: draws observed per chain; every: observed every this many steps.
@@ -232,10 +235,12 @@ def susceptibilities(
                                                  y_readout=y_readout),
                          parts=components, description="susceptibilities")
     per_component, std_errors, rhat_phi, rhat_shift, notes = [], [], [], [], []
-    for name, (run, chains) in zip(components, runs, strict=True):
+    runs = [(run, chain_summaries(blocks), blocks) for run, blocks in runs]
+    for name, (run, chains, blocks) in zip(components, runs, strict=True):
         phi_variance, shift_variance = moments.variances(chains)
         per_component.append(-moments.covariance(moments.combine(chains))[0])
-        std_errors.append(between_chains(-moments.covariance(chains)[:, 0]))
+        std_errors.append(block_std_error(
+            blocks, lambda summary: -moments.covariance(summary)[..., 0, :]))
         rhat_phi.append(rhat(chains.count, chains.mean_x, phi_variance)[0])
         rhat_shift.append(rhat(chains.count, chains.mean_y, shift_variance))
         notes.extend(f"{name}: {message}" for message in observation_warnings(
@@ -249,10 +254,10 @@ def susceptibilities(
         reference_size=int(sizes[0]),
         rhat_observable=np.array(rhat_phi),
         rhat_shift=np.stack(rhat_shift),
-        num_samples=int(min(np.min(chains.count) for _, chains in runs)),
+        num_samples=int(min(np.min(chains.count) for _, chains, _ in runs)),
         every=plan.observe_every,
-        moments=tuple(chains for _, chains in runs),
-        runs=tuple(run for run, _ in runs),
+        moments=tuple(chains for _, chains, _ in runs),
+        runs=tuple(run for run, _, _ in runs),
         warnings=tuple(notes),
     )
 
