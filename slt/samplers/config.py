@@ -104,7 +104,7 @@ class Calibration:
     max_noise_ratio: float = 0.02
     max_temperature_deviation: float = 0.1
     max_lengthenings: int = 3
-    choice: str = "largest"
+    choice: str = "fitted"
 
     def __post_init__(self):
         for name in ("step_sizes", "gammas"):
