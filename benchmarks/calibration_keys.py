@@ -2,10 +2,13 @@
 
 For each point of benchmarks/llc_nonlinear.py and keys `_key(point, k)`, k = 10..14 (the keys
 of that benchmark's `--calibration-only` pass), one `slt.llc_calibrate` sweep with the default
-`Calibration` except for `chains_per_candidate` (`--chains`). Every sweep's table is stored
-(benchmarks/calibration_keys.json unless `--results-file`), so that both rules, "largest" (the
-largest passing candidate) and "fitted" (the pooled fit, `slt.estimators.local.calibration`),
-are applied to the same tables: `--report` prints the steps per key and their max/min.
+`Calibration` except for `choice` (`--choice`: which rule's grid the sweep runs on) and
+`chains_per_candidate` (`--chains`). Every sweep's table is stored
+(benchmarks/calibration_keys.json unless `--results-file`), and `--report` applies the current
+code's rules to the stored tables: "largest" (the largest passing candidate) on the old
+grid's sweeps, "fitted" (`slt.estimators.local.calibration.fitted_step_size`) on the same
+sweeps and on its own grid's: the steps per key, their max/min, the bound that set them and
+the interval's width.
 
 `--llc`: the default `slt.llc` under each rule at keys `_key(point, k)`, k = 0, 1 (the
 benchmark's evaluation keys): lambda_hat, T, T_v, the step and the warnings.
@@ -120,6 +123,10 @@ def report(results: dict) -> None:
               f" | {' | '.join(_steps(new_fitted))} | {', '.join(limits)} | {width} |")
 
 
+def _save(path: Path, results: dict) -> None:
+    path.write_text(json.dumps(results, separators=(",", ":"), default=float) + "\n")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", default="")
@@ -138,11 +145,11 @@ def main(argv=None) -> None:
     for name in filter(None, args.points.split(",")):
         if args.llc:
             results[f"{name}/llc"] = llc_by_rule(name)
-            args.results_file.write_text(json.dumps(results, indent=1, default=float) + "\n")
+            _save(args.results_file, results)
             continue
         results[f"{name}/{args.chains}/{args.choice}"] = sweep_tables(name, args.chains,
                                                                       args.choice)
-        args.results_file.write_text(json.dumps(results, indent=1, default=float) + "\n")
+        _save(args.results_file, results)
 
 
 if __name__ == "__main__":

@@ -89,9 +89,9 @@ class Calibration:
         each meets its bound, with an interval (`CalibrationResult.interval`;
         `slt.estimators.local.calibration.fitted_step_size`); its default grid ends one grid
         factor above the noise limit. "largest": the former rule, grid included: the largest
-        passing candidate. Measured over 5 keys on 11 networks (benchmarks/RESULTS.md, "The
-        calibrated step over keys"): "fitted" varied by at most 1.8x at every point,
-        "largest" by 2.15x to 4.6x at most of them.
+        passing candidate. Measured over 5 keys on 12 networks (benchmarks/RESULTS.md, "The
+        calibrated step over keys"): "fitted" varied by 1.15x to 1.82x, "largest" by 2.15x
+        to 4.64x at 7 of them and found no passing candidate on some keys at 2.
     """
 
     step_sizes: tuple[float, ...] | None = None
