@@ -385,8 +385,9 @@ def fitted_step_size(table: pd.DataFrame, options, noise_per_step: float
       temperature    SGLD's stationary law is off by O(eps) (discretisation and minibatch
                      noise alike). On a Gaussian posterior of curvature h the Langevin step's
                      stationary variance is 1 / (h (1 - eps h / 4)), so T = 1 / (1 - eps h / 4):
-                     1 - 1/T = c eps exactly (c = h / 4); minibatch noise of variance
-                     eps^2 g per step adds g eps to first order. So 1 - 1/T = c eps, one
+                     1 - 1/T = c eps exactly (c = h / 4); minibatch noise, of variance
+                     proportional to eps^2 per step, adds to c at first order. So
+                     1 - 1/T = c eps, one
                      parameter, fitted by weighted least squares through the origin (weights
                      T^4 / se(T)^2, by the delta method; the covariance scaled up by the fit's
                      chi^2 per degree of freedom when above 1) over the candidates up to the
@@ -491,8 +492,8 @@ def _fitted_heating(table: pd.DataFrame, options, grid: np.ndarray):
         return None
     scale = grid[-1]
     design = (table["step_size"].to_numpy(float)[fit] / scale)[:, None]
-    coldness = 1 - 1 / temperature[fit]
-    slope, covariance = _weighted_fit(design, coldness, (se[fit] / temperature[fit] ** 2) ** 2,
+    heat = 1 - 1 / temperature[fit]
+    slope, covariance = _weighted_fit(design, heat, (se[fit] / temperature[fit] ** 2) ** 2,
                                       known=True)
     at = grid / scale
     deviation = options.max_temperature_deviation
@@ -501,9 +502,9 @@ def _fitted_heating(table: pd.DataFrame, options, grid: np.ndarray):
 
 def _weighted_fit(design: np.ndarray, y: np.ndarray, variance: np.ndarray, *, known: bool):
     """Weighted least squares y ~ design @ beta with weights 1 / variance: beta and its
-    covariance, scaled by the residual chi^2 per degree of freedom (`known`: the variances are
-    measured, so only when that is above 1; otherwise they are relative weights: always, when
-    there is a degree of freedom left)."""
+    covariance, scaled by the residual chi^2 per degree of freedom when there is a degree of
+    freedom left (`known`: the variances are measured, so only when that is above 1;
+    otherwise they are bounds of uncertain scale: always)."""
     weights = 1 / variance
     information = design.T @ (weights[:, None] * design)
     covariance = np.linalg.pinv(information)
