@@ -92,6 +92,9 @@ def test_calibration_reports_its_sweep_and_choice(linear_case):
     low, high = calibration.interval
     assert passing["step_size"].min() <= calibration.step_size and low <= calibration.step_size
     assert calibration.step_size <= high
+    summary = calibration.summary()
+    assert summary["in_interval"].tolist() == [low <= step <= high
+                                               for step in table["step_size"]]
     assert calibration.step_size * calibration.noise_per_step <= 0.02 * (1 + 1e-12)
     assert calibration.limit in ("noise ratio", "temperature", "MALA acceptance",
                                  "largest usable candidate", "smallest passing candidate")

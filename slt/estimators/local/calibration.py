@@ -186,15 +186,21 @@ class CalibrationResult(Persistable):
     def summary(self) -> pd.DataFrame:
         """One row per candidate (step size, gamma): `table` with a column ``chosen`` that
         marks the candidate picked (a fitted step size, `Calibration(choice="fitted")`: the
-        candidate nearest to it)."""
-        distance = np.abs(np.log(self.table["step_size"].to_numpy(float) / self.step_size))
-        distance[self.table["gamma"].to_numpy() != self.gamma] = np.inf
-        return self.table.assign(chosen=distance == distance.min())
+        candidate nearest to it) and a column ``in_interval``: the candidates of the chosen
+        gamma within the step's `interval`."""
+        steps = self.table["step_size"].to_numpy(float)
+        same_gamma = self.table["gamma"].to_numpy() == self.gamma
+        distance = np.abs(np.log(steps / self.step_size))
+        distance[~same_gamma] = np.inf
+        low, high = self.interval
+        return self.table.assign(chosen=distance == distance.min(),
+                                 in_interval=same_gamma & (steps >= low) & (steps <= high))
 
     def to_xarray(self) -> xr.Dataset:
         """The sweep as an xarray Dataset: the columns of `summary` (step_size, gamma, llc,
         se, mala_acceptance, drift_z, temperature, temperature_se, noise_ratio, diverged,
-        passes, chosen) as variables over dim ``candidate``; attrs criterion (in words),
+        passes, chosen, in_interval) as variables over dim ``candidate``; attrs criterion
+        (in words),
         step_size, interval and limit."""
         return xr.Dataset.from_dataframe(self.summary().rename_axis("candidate")).assign_attrs(
             criterion=self.criterion, step_size=self.step_size, interval=list(self.interval),
