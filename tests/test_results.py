@@ -263,8 +263,14 @@ def test_views_hold_the_results_numbers(results):
     calibration = results["CalibrationResult"]
     summary = calibration.summary()
     assert len(summary) == len(calibration.table) and summary["chosen"].sum() == 1
-    assert summary.loc[summary["chosen"], "step_size"].item() == calibration.step_size
-    assert calibration.to_xarray().sizes["candidate"] == len(calibration.table)
+    # the fitted step lies between candidates: "chosen" marks the nearest one
+    distance = np.abs(np.log(calibration.table["step_size"] / calibration.step_size))
+    assert summary.loc[summary["chosen"], "step_size"].item() == calibration.table.loc[
+        distance.idxmin(), "step_size"]
+    view = calibration.to_xarray()
+    assert view.sizes["candidate"] == len(calibration.table)
+    assert view.attrs["step_size"] == calibration.step_size
+    assert view.attrs["interval"] == list(calibration.interval)
 
     spectrum = results["LanczosSpectrum"]
     np.testing.assert_array_equal(spectrum.to_xarray()["ritz_value"].values,

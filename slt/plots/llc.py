@@ -38,7 +38,7 @@ def plot_llc(result, *, axes=None):
 
 def plot_calibration(calibration, *, axes=None):
     """lambda_hat (+-2 se) and MALA acceptance against step size, one line per gamma; the
-    chosen step size marked. Returns the figure."""
+    chosen step size marked, its interval shaded. Returns the figure."""
     fig, axes = figure_and_axes(axes, 1, 2, figsize=(11, 3.8))
     llc_axis, acceptance_axis = axes
     for gamma, rows in calibration.table.groupby("gamma"):
@@ -52,8 +52,11 @@ def plot_calibration(calibration, *, axes=None):
             axis.scatter(failing["step_size"], failing[column], marker="x", color=color, s=40,
                          zorder=3, label="fails the criterion" if gamma == rows["gamma"].min()
                          else None)
+    low, high = calibration.interval
     for axis in axes:
         axis.axvline(calibration.step_size, color="k", ls="--", lw=1, label="chosen")
+        if high > low:
+            axis.axvspan(low, high, color="k", alpha=0.08, label="its interval")
         axis.set_xscale("log")
         axis.set_xlabel("step size")
         axis.legend(fontsize=8)

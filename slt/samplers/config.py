@@ -66,8 +66,9 @@ class Calibration:
     passes when no chain diverges, the mean MALA acceptance is at least `min_acceptance`, the
     trace is stationary, the minibatch-noise ratio r(eps) is at most `max_noise_ratio`, and the
     configurational temperature satisfies |T - 1| <= `max_temperature_deviation` + 2 standard
-    errors; the largest passing step size is chosen (the full criterion and the reasons for
-    each number: `slt.estimators.local.calibration`).
+    errors. The step is then read from curves fitted through every candidate, the largest at
+    which each fitted statistic meets its bound (`choice`; the full criterion and the reasons
+    for each number: `slt.estimators.local.calibration`).
 
     Attributes:
       step_sizes: the candidate step sizes; None: a geometric grid scaled by n beta and the
@@ -82,17 +83,15 @@ class Calibration:
       max_temperature_deviation: the largest |T - 1| beyond two standard errors (0.1).
       max_lengthenings: how many times a sweep with no passing candidate is repeated with
         twice the warmup and draws for the candidates that had not settled (0: never).
-      choice: how the step size is chosen from the sweep. "largest" (the default): the
-        largest candidate that passes. "fitted": from lines fitted through every usable
-        candidate, the largest step whose predicted temperature is within
-        `FITTED_TEMPERATURE` (3%) of 1 (where the fitted heating is significant), whose
-        predicted MALA acceptance is at least `min_acceptance` and whose noise ratio is at
-        most `max_noise_ratio` (`slt.estimators.local.calibration.fitted_step_size`).
-        Measured over 5 keys (benchmarks/RESULTS.md, "Calibration over keys"): on a tanh
-        1-3-1 network at f = 0 "fitted" chose 1.5e-5 to 2.3e-5 on four keys (the
-        candidates "largest" picks, 2e-4 and 4.3e-4, run at T = 1.15-1.3) but on the fifth
-        found no significant heating and kept 4.3e-4; on a ReLU 2-4-1 teacher both chose
-        the same. Not yet the default.
+      choice: how the step size is chosen from the sweep. "fitted" (the default): read
+        from curves fitted through every candidate (noise ratio r = rho eps; MALA's
+        log-acceptance spread a power of eps; 1 - 1/T = c eps), the largest step at which
+        each meets its bound, with an interval (`CalibrationResult.interval`;
+        `slt.estimators.local.calibration.fitted_step_size`); its default grid ends one grid
+        factor above the noise limit. "largest": the former rule, grid included: the largest
+        passing candidate. Measured over 5 keys on 12 networks (benchmarks/RESULTS.md, "The
+        calibrated step over keys"): "fitted" varied by 1.15x to 1.82x, "largest" by 2.15x
+        to 4.64x at 7 of them and found no passing candidate on some keys at 2.
     """
 
     step_sizes: tuple[float, ...] | None = None
@@ -104,7 +103,7 @@ class Calibration:
     max_noise_ratio: float = 0.02
     max_temperature_deviation: float = 0.1
     max_lengthenings: int = 3
-    choice: str = "largest"
+    choice: str = "fitted"
 
     def __post_init__(self):
         for name in ("step_sizes", "gammas"):

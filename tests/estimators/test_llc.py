@@ -13,6 +13,7 @@ import pytest
 
 import slt
 from slt import LocalPosterior, Problem, RunPlan, models
+from slt.estimators.local.calibration import FIT_POINTS_PER_DECADE, choose_step_size
 from slt.fit import MAPFit
 from slt.samplers import SGLD, Calibration
 
@@ -86,7 +87,20 @@ def test_calibration_reports_its_sweep_and_choice(linear_case):
     table = calibration.table
     assert set(table.columns) >= {"step_size", "llc", "mala_acceptance", "noise_ratio", "passes"}
     passing = table[table["passes"]]
-    assert calibration.step_size == passing["step_size"].max()  # the stated rule
+    # the default rule reads the step from curves through every candidate: no smaller than
+    # the smallest passing candidate, within its noise-ratio bound, inside its interval
+    low, high = calibration.interval
+    assert passing["step_size"].min() <= calibration.step_size and low <= calibration.step_size
+    assert calibration.step_size <= high
+    summary = calibration.summary()
+    assert summary["in_interval"].tolist() == [low <= step <= high
+                                               for step in table["step_size"]]
+    assert calibration.step_size * calibration.noise_per_step <= 0.02 * (1 + 1e-12)
+    assert calibration.limit in ("noise ratio", "temperature", "MALA acceptance",
+                                 "largest usable candidate", "smallest passing candidate")
+    # the old rule on the same sweep: the largest passing candidate
+    largest = choose_step_size(table, Calibration(choice="largest"), calibration.noise_per_step)
+    assert largest[0] == passing["step_size"].max()
     assert (passing["mala_acceptance"] >= 0.9).all() and (passing["noise_ratio"] <= 0.02).all()
     assert not table["passes"].all()  # the grid reaches step sizes the criterion rejects
     deviation = (table["temperature"] - 1).abs() - 2 * table["temperature_se"]
@@ -118,6 +132,33 @@ def test_configurational_temperature_measures_the_step_size_bias():
     assert any("run hot" in message for message in result.warnings)
 
 
+def test_the_fitted_step_lands_where_the_langevin_temperature_reaches_its_bound():
+    """On N(0, 1/h) per coordinate Langevin with step eps is stationary at variance
+    1 / (h (1 - eps h / 4)), so T = 1 / (1 - eps h / 4) and T = 1 + delta at
+    eps h = 4 delta / (1 + delta) (0.36 for delta = 0.1). No minibatch noise, and MALA
+    accepts nearly every step there: the temperature binds, and the fitted step's interval
+    holds the exact one (measured over keys 8..15: steps 0.0066..0.0075 against the exact
+    0.0073)."""
+    dim, nbeta, grid = 2, 50.0, 10 ** (1 / FIT_POINTS_PER_DECADE)
+    candidates = np.logspace(np.log10(0.05), np.log10(1.6), 7) / nbeta
+    calibration = slt.llc_calibrate(
+        _gaussian_problem(dim), {"w": jnp.zeros(dim)}, jax.random.key(8),
+        posterior=LocalPosterior(gamma=0.0, nbeta=nbeta),
+        sampler=SGLD(step_size=Calibration(step_sizes=candidates, num_samples=2000,
+                                           num_warmup=200, choice="fitted"),
+                     batch_size=100),
+        progress=False,
+    )
+    delta = Calibration().max_temperature_deviation
+    exact = 4 * delta / (1 + delta) / nbeta
+    low, high = calibration.interval
+    assert calibration.limit == "temperature"
+    # the interval's ends are steps of the fitted grid: exact within it to that resolution
+    assert low / grid <= exact <= high * grid and low <= calibration.step_size <= high
+    assert high / low < 1.5  # the fit pins it far closer than the candidates' factor 1.8
+    assert "interval" in repr(calibration)
+
+
 def test_calibration_rejects_cold_and_hot_chains():
     """Candidates at eps h = 1e-4 (the chains barely leave w*: cold, yet their trace looks
     stationary), 0.05 and 0.7 (T = 1.21: hot, yet its MALA acceptance passes) on a 2-d Gaussian
@@ -128,7 +169,8 @@ def test_calibration_rejects_cold_and_hot_chains():
         _gaussian_problem(dim), {"w": jnp.zeros(dim)}, jax.random.key(7),
         posterior=LocalPosterior(gamma=0.0, nbeta=nbeta),
         sampler=SGLD(step_size=Calibration(step_sizes=np.array([1e-4, 0.05, 0.7]) / nbeta,
-                                           num_samples=4000, num_warmup=0), batch_size=100),
+                                           num_samples=4000, num_warmup=0, choice="largest"),
+                     batch_size=100),
         progress=False,
     )
     table = calibration.table
@@ -317,7 +359,7 @@ def test_calibration_lengthens_its_sweep_until_the_chains_settle():
     problem = _ill_conditioned_problem(np.logspace(0, 2, 20))
     center, nbeta = {"w": jnp.zeros(20)}, 50.0
     short = Calibration(num_warmup=20, num_samples=40, chains_per_candidate=8,
-                        step_sizes=[5e-4 / nbeta, 1e-3 / nbeta])
+                        step_sizes=[5e-4 / nbeta, 1e-3 / nbeta], choice="largest")
     posterior = LocalPosterior(gamma=0.0, nbeta=nbeta)
     key = jax.random.key(1)
     calibration_key = jax.random.split(key)[0]  # the key llc(key) calibrates with
@@ -342,16 +384,16 @@ def test_calibration_lengthens_its_sweep_until_the_chains_settle():
 
 
 def test_the_default_grid_ends_at_the_noise_limit_when_it_lies_above_it():
-    """The noise ratio r(eps) is linear in eps: the default grid moves down to end at
-    eps = max_noise_ratio / r(1) when fewer than 4 of its candidates lie below; otherwise it
-    stays as it is. On linear regression with inputs of scale 30 (per-example gradients 900
-    times larger than at scale 1) every default candidate would fail the noise criterion;
-    the moved grid keeps all of them within it, and one passes."""
+    """The noise ratio r(eps) is linear in eps: for choice "largest" the default grid moves down
+    to end at eps = max_noise_ratio / r(1) when fewer than 4 of its candidates lie below;
+    otherwise it stays as it is. On linear regression with inputs of scale 30 (per-example
+    gradients 900 times larger than at scale 1) every default candidate would fail the noise
+    criterion; the moved grid keeps all of them within it, and one passes."""
     from slt.estimators.local.calibration import default_step_sizes
 
     grid = default_step_sizes(100.0, None)
     np.testing.assert_allclose(default_step_sizes(100.0, None, grid[3]), grid)
-    moved = default_step_sizes(100.0, None, grid[2])
+    moved = default_step_sizes(100.0, None, grid[2], "largest")
     np.testing.assert_allclose(moved, grid[2] * np.logspace(-4, 0, 13))
     spec = models.linear_regression(3, input_scale=30.0)
     values = {"w": jnp.array([1.0, -1.0, 0.5])}
@@ -360,6 +402,8 @@ def test_the_default_grid_ends_at_the_noise_limit_when_it_lies_above_it():
     ratio = slt.estimators.local.calibration.gradient_noise_ratio(
         problem, values, 1.0, nbeta=nbeta, sampler=SGLD(batch_size=256))
     assert np.sum(grid / 100.0 * nbeta <= 0.02 / ratio) < 4  # the plain grid: nearly all fail
-    calibration = slt.llc_calibrate(problem, values, jax.random.key(3), progress=False)
+    calibration = slt.llc_calibrate(
+        problem, values, jax.random.key(3), progress=False,
+        sampler=SGLD(step_size=Calibration(choice="largest")))
     assert calibration.table["noise_ratio"].max() <= 0.02 * (1 + 1e-9)
     assert calibration.table["passes"].any()

@@ -27,7 +27,8 @@ must give the same numbers to the last bit (the kernel: to rounding, its test sa
 table's parts were recorded too, when every part's chains took their keys from one split of
 the run's key; since each part draws from the run's key itself (so that a part's numbers do
 not depend on the parts beside it) the table is checked against each part run alone instead,
-and its recorded traces were dropped.
+and its recorded traces were dropped. The "auto" case names `Calibration(choice="largest")`,
+the step rule of the recording (the default now reads the step from fitted curves).
 """
 
 import inspect
@@ -74,7 +75,8 @@ CASES = {
     "restricted": (12, {"restrict_to": {"W1": True, "W2": False}, "include_prior": True},
                    {"step_size": 1e-3}),
     "extrapolated": (13, {}, {"step_size": 1e-3, "extrapolate": True, "mala_every": 0}),
-    "auto": (14, {}, {}),
+    # the step rule of the recording: the largest passing candidate
+    "auto": (14, {}, {"step_size": slt.samplers.Calibration(choice="largest")}),
 }
 
 

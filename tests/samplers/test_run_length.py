@@ -1,12 +1,9 @@
-"""The "auto" run length (`slt.samplers.run_length`) on traces whose answer is known, and the
-fitted calibration step (`fitted_step_size`) on a sweep whose lines are known."""
+"""The "auto" run length (`slt.samplers.run_length`) on traces whose answer is known."""
 
 import numpy as np
-import pandas as pd
 import pytest
 
 import slt
-from slt.estimators.local.calibration import FITTED_TEMPERATURE, fitted_step_size
 from slt.samplers.run_length import MIN_DRAWS, WARMUP_GRID, decide_run_length
 
 AUTO = slt.RunPlan()
@@ -82,28 +79,3 @@ def test_min_ess_draws_until_a_slow_trace_has_enough_effective_draws():
     with pytest.raises(ValueError, match="min_ess"):
         slt.RunPlan(min_ess=-1)
 
-
-def _sweep(slope=500.0, power=1.5, scale=2e-3):
-    """A sweep whose temperature is 1 + slope eps and rejection (eps / scale)^power, exactly."""
-    eps = np.logspace(-5, -3, 7)
-    return pd.DataFrame({
-        "step_size": eps, "gamma": 1.0, "diverged": False, "settled": True,
-        "temperature": 1 + slope * eps, "temperature_se": 0.02,
-        "mala_acceptance": 1 - (eps / scale) ** power,
-    })
-
-
-def test_the_fitted_step_meets_the_tightest_of_its_limits():
-    # the temperature binds: 1 + 500 eps = 1.03 at eps = 6e-5
-    assert fitted_step_size(_sweep(), 0.9, np.inf) == pytest.approx(FITTED_TEMPERATURE / 500)
-    # the acceptance binds: (eps / 2e-4)^1.5 = 0.1 at eps = 2e-4 * 0.1^(2/3)
-    found = fitted_step_size(_sweep(slope=1.0, scale=2e-4), 0.9, np.inf)
-    assert found == pytest.approx(2e-4 * 0.1 ** (2 / 3), rel=1e-6)
-    assert fitted_step_size(_sweep(), 0.9, 2e-5) == pytest.approx(2e-5)  # the noise ratio
-    # clipped to the usable candidates, and None with fewer than three of them
-    assert fitted_step_size(_sweep(slope=1e-6, scale=1.0), 0.9, np.inf) == pytest.approx(1e-3)
-    # a temperature measured to +-0.5 sets no limit: its line is noise (the noise ratio binds)
-    assert fitted_step_size(_sweep().assign(temperature_se=0.5), 0.9, 3e-4) == pytest.approx(
-        3e-4)
-    few = _sweep().assign(settled=[True, True] + [False] * 5)
-    assert fitted_step_size(few, 0.9, np.inf) is None

@@ -286,7 +286,8 @@ def llc(
     chunks, checkpoint, progress).
 
     SGLD's step size "auto" (the default): chosen by `llc_calibrate` (the largest step size
-    that passes its criterion; `slt.samplers.Calibration`), then the run is checked: if a
+    at which its criterion's bounds, read from curves fitted through the candidates, hold;
+    `slt.samplers.Calibration`), then the run is checked: if a
     chain diverged (it reached a stiffer region than the short calibration runs saw) or the
     configurational temperature T exceeds 1 + 0.1 by more than one standard error (the chains
     ran hot: lambda_hat too high), the step is halved and the run repeated with twice the
@@ -296,7 +297,8 @@ def llc(
     warmup; at most 3 repetitions, each noted in `warnings` (not with a checkpoint, whose file
     belongs to one step size; the temperature check not with mala_every=0, which measures no
     temperature). The warmup is at least what the calibration's chains needed to settle. On a
-    one-hidden-layer tanh network at f = 0 the default calibration can pick steps with
+    one-hidden-layer tanh network at f = 0 the former rule (`Calibration(choice="largest")`,
+    the largest passing candidate) can pick steps with
     T = 1.4-2 and lambda_hat 25-65% above the exact finite-n value: a longer sweep
     (`Calibration(chains_per_candidate=4, num_samples=3000)`) rejects them, and an exact
     sampler (`sampler=slt.samplers.MALA()`) has no step-size bias at all.
