@@ -26,7 +26,9 @@ For every model the reference F comes from posterior draws: NUTS chains started 
 distinct optima, importance and bridge sampling from two proposals fitted to the halves of
 the draws (`slt.estimators.evidence.draws`), and a self-check (Pareto k-hat <= 0.7, se <= 0.02
 nats, the proposals agree, the bridge agrees, every optimum within 10 nats covered). The
-chains at 1/log n run beside those at beta = 1 in the same NUTS call, and WBIC, lambda_hat
+chains at 1/log n run beside those at beta = 1 in the same NUTS call (trajectories of at most
+128 leapfrog steps, `FromDraws.nuts`: at NUTS's default depth 10 the chains at 1/log n of
+the over-fitted mixtures ran up to 680 steps per draw), and WBIC, lambda_hat
 and PSIS-LOO read them (`source` "nuts"): lambda_hat is Watanabe's two-temperature estimate
 between 1/log n and 1 with m_hat = 1 (`slt.estimators.evidence.rlct.rlct_two_temperatures`:
 measured as accurate as the five-temperature fit, and steadier, for a fifth of its chains);

@@ -112,9 +112,17 @@ class FromDraws:
       fit: the MAP restarts (`slt.MAPFit`); in `slt.compare`, its plan's fit is used instead.
       nuts: the NUTS chains (`slt.NUTS`): 4 chains x (500 warm-up + 2000 draws) by default,
         i.e. 2 x 4000 draws for the two proposals (16 components each at d = 8,
-        `default_components`). Measured on Old Faithful K = 3 (keys 0, 1): with 1000 draws
+        `default_components`), trajectories of at most 2^7 = 128 leapfrog steps
+        (`max_tree_depth=7`). Measured on Old Faithful K = 3 (keys 0, 1): with 1000 draws
         per chain and 10 000 importance draws, key 1's k-hat was 0.71 and F 0.06 high
-        (se 0.018); with these defaults -0.001 ± 0.007 and -0.016 ± 0.015.
+        (se 0.018); with 2000, -0.001 ± 0.007 and -0.016 ± 0.015. The depth: a capped
+        trajectory is still an exact NUTS transition (it stops doubling, nothing else), and
+        importance sampling is unbiased whatever the draws' autocorrelation; on K = 4 at
+        depth 10, chains in the region where a component is nearly empty (its mean and scale
+        following the prior) ran 120 (beta = 1) to 680 (beta = 1/log n, WBIC's) leapfrog
+        steps per draw in lockstep. Depth 6 cut that to 54 and 63 but, on `compare`'s key,
+        left a mode unvisited (the optima check failed, a tempered fallback); depth 7 passed
+        there with half depth 10's CPU (benchmarks/RESULTS.md, "capped trajectories").
       num_samples: importance draws of each proposal (>= 100).
       num_components: Gaussian components of each proposal; None: `default_components`.
       max_pareto_k: the largest acceptable Pareto k-hat, in (0, 1] (0.7: Vehtari et al.).
@@ -134,7 +142,7 @@ class FromDraws:
     """
 
     fit: MAPFit = MAPFit()
-    nuts: NUTS = NUTS(num_chains=4, num_warmup=500, num_samples=2000)
+    nuts: NUTS = NUTS(num_chains=4, num_warmup=500, num_samples=2000, max_tree_depth=7)
     num_samples: int = 20_000
     num_components: int | None = None
     max_pareto_k: float = 0.7
