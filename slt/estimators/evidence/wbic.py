@@ -96,7 +96,7 @@ class TemperedSGLD:
       >>> TemperedSGLD(slt.samplers.SGLD(step_size=1e-3, batch_size=64, extrapolate=True))
       TemperedSGLD(sgld=SGLD(step_size=0.001, batch_size=64, preconditioner=None, \
 mala_every=10, extrapolate=True), plan=RunPlan(num_chains=4, num_warmup=1000, \
-num_samples=1000, target_se=0.05, max_steps=10000, chunk_size=500, checkpoint=None, \
+num_samples=1000, target_se=0.05, min_ess=0, max_steps=10000, chunk_size=500, checkpoint=None, \
 progress=True, observe_every=1, start='dispersed', max_chains=None))
       >>> TemperedSGLD(sgld=slt.samplers.MALA())
       Traceback (most recent call last):
