@@ -141,6 +141,8 @@ def decide_run_length(values: np.ndarray, plan, *, min_warmup: int = 0,
     if values.shape[0] == 0:
         return RunLength(min(done, min_warmup), done - min(done, min_warmup),
                          "every chain diverged")
+    goal = f"the standard error reached {plan.target_se:.0%} of lambda_hat" + (
+        "" if distance is None else f" and the distance from w* an ESS of {plan.min_ess}")
     warmup = _stationary_start(values, max(min_warmup, MIN_WARMUP)) if (
         plan.num_warmup == "auto") else (
         plan.num_warmup if done > plan.num_warmup else None)
@@ -151,10 +153,7 @@ def decide_run_length(values: np.ndarray, plan, *, min_warmup: int = 0,
                 return RunLength(warmup, plan.num_samples, "the planned draws were made")
         elif kept.shape[1] >= MIN_DRAWS and _precise(kept, plan.target_se) and (
                 distance is None or _effective_draws(distance[:, warmup:]) >= plan.min_ess):
-            return RunLength(warmup, kept.shape[1],
-                             f"the standard error reached {plan.target_se:.0%} of lambda_hat"
-                             + ("" if distance is None else " and the distance from w* an "
-                                f"ESS of {plan.min_ess}"))
+            return RunLength(warmup, kept.shape[1], goal)
     if not final:
         return None
     if warmup is None:
@@ -162,8 +161,6 @@ def decide_run_length(values: np.ndarray, plan, *, min_warmup: int = 0,
             plan.num_warmup, done)
         return RunLength(warmup, done - warmup, f"the budget of {done} steps per chain was "
                          "spent before the chains looked stationary")
-    goal = f"the standard error reached {plan.target_se:.0%} of lambda_hat" + (
-        "" if distance is None else f" and the distance from w* an ESS of {plan.min_ess}")
     return RunLength(warmup, done - warmup,
                      f"the budget of {done} steps per chain was spent before {goal}")
 
