@@ -13,7 +13,10 @@ gamma = 1, n beta = n / log n), and, for comparison, the loss kernel with 16 cha
 key: the largest |z| = |estimate - exact| / reported standard error over the entries, the
 diagonal's relative errors, the run's temperatures and warnings.
 
-    python -m benchmarks.observed_defaults [KEYS...] [--chains=4,16]
+    python -m benchmarks.observed_defaults [KEYS...] [--chains=4,16] [--sampler=sgld|mala|hmc]
+
+`--sampler` runs every estimator with that sampler instead of the default SGLD (the exact,
+full-batch `slt.samplers.MALA()` or `HMC()`, their step and mass adapted in the warmup).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import slt
 
 N, D = 2000, 3
 TRUE_W = np.array([1.0, -0.5, 0.25])
+SAMPLERS = {"sgld": slt.samplers.SGLD(), "mala": slt.samplers.MALA(), "hmc": slt.samplers.HMC()}
 KERNEL_EXAMPLES = np.array([0, 3, 7, 12, 25])
 BIF_TRAIN = np.array([1, 4, 9, 30])
 
@@ -56,7 +60,7 @@ def kernel(x_a, r_a, x_b, r_b, sigma):
     return np.outer(r_a, r_b) * s + 0.5 * s**2
 
 
-def run(keys=(1, 2, 3, 4), chain_counts=(4, 16)) -> None:
+def run(keys=(1, 2, 3, 4), chain_counts=(4, 16), sampler="sgld") -> None:
     problem, params, x, r, sigma, query = regression()
     exact = kernel(x[KERNEL_EXAMPLES], r[KERNEL_EXAMPLES], x[KERNEL_EXAMPLES],
                    r[KERNEL_EXAMPLES], sigma)
@@ -71,7 +75,7 @@ def run(keys=(1, 2, 3, 4), chain_counts=(4, 16)) -> None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 result = slt.loss_kernel(problem, params, jax.random.key(seed), KERNEL_EXAMPLES,
-                                         plan=plan)
+                                         plan=plan, sampler=SAMPLERS[sampler])
             z = (result.covariance - exact) / result.covariance_std_error
             z_values.setdefault(("loss kernel", chains), []).append(np.abs(z[upper]))
             print(f"key {seed}, loss kernel, {chains} chains: max |z| {np.abs(z).max():.2f}, "
@@ -84,7 +88,8 @@ def run(keys=(1, 2, 3, 4), chain_counts=(4, 16)) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             influence = slt.bif(problem, params, jax.random.key(10 + seed), query,
-                                train=BIF_TRAIN, plan=quiet)
+                                train=BIF_TRAIN, plan=quiet,
+                                sampler=SAMPLERS[sampler])
         z = (influence.influence - exact_bif) / influence.std_error
         z_values.setdefault(("BIF", 4), []).append(np.abs(z).ravel())
         print(f"key {seed}, BIF, 4 chains: max |z| {np.abs(z).max():.2f}, median relative error "
@@ -102,7 +107,7 @@ def run(keys=(1, 2, 3, 4), chain_counts=(4, 16)) -> None:
 
 if __name__ == "__main__":
     jax.config.update("jax_enable_x64", True)
-    arguments = [int(k) for k in sys.argv[1:] if not k.startswith("--chains=")]
-    counts = [tuple(int(c) for c in k.split("=")[1].split(",")) for k in sys.argv[1:]
-              if k.startswith("--chains=")]
-    run(tuple(arguments) or (1, 2, 3, 4), *counts)
+    options = dict(k[2:].split("=") for k in sys.argv[1:] if k.startswith("--"))
+    arguments = [int(k) for k in sys.argv[1:] if not k.startswith("--")]
+    counts = tuple(int(c) for c in options.get("chains", "4,16").split(","))
+    run(tuple(arguments) or (1, 2, 3, 4), counts, options.get("sampler", "sgld"))

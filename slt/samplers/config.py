@@ -202,9 +202,11 @@ class HMC:
     """Hamiltonian Monte Carlo on the full data: an exact sampler.
 
     Each step draws a momentum p ~ N(0, M), integrates Hamilton's equations for
-    H(w, p) = -log pi(w) + p' M^-1 p / 2 with `num_integration_steps` leapfrog steps of size
-    eps, and accepts the end point with probability min(1, exp(-Delta H)) (BlackJAX's
-    `blackjax.hmc`): the chain's law is exactly the local posterior. During the warmup eps is
+    H(w, p) = -log pi(w) + p' M^-1 p / 2 with L leapfrog steps of size eps, L drawn uniformly
+    between about half and 1.5 times `num_integration_steps` (a fixed L can return every
+    proposal to its start on a near-Gaussian target: `slt.samplers.exact`), and accepts the
+    end point with probability min(1, exp(-Delta H)) (BlackJAX's `blackjax.dynamic_hmc`):
+    the chain's law is exactly the local posterior. During the warmup eps is
     adapted by dual averaging to `target_acceptance` (step_size="auto") and, with
     mass_matrix="diagonal", M^-1 is set to the draws' variances over the middle half of the
     warmup (Welford's estimate regularised towards 1e-3 as Stan does,
@@ -214,7 +216,8 @@ class HMC:
 
     Attributes:
       step_size: eps, or "auto" (adapted during the warmup).
-      num_integration_steps: leapfrog steps per proposal (each one full-data gradient).
+      num_integration_steps: the mean number of leapfrog steps per proposal (each one
+        full-data gradient).
       target_acceptance: the mean acceptance probability the adaptation aims at (0.8).
       mass_matrix: "diagonal" (adapted during the warmup) or None (the identity).
     """
