@@ -13,8 +13,11 @@ n beta (mean L_n - L_n(w*)) over the second half of the run. Designs:
   minibatch gradients a step.
 
 Printed per design: lambda_hat (second half), per chain, per quarter of the run (a rising
-value has not settled), the error against the point's reference (NUTS or linearised), and
-the point's curvature range K = eigenvalues of n beta Hess L_n(w*) + gamma.
+value has not settled), the configurational temperature T = E|grad U|^2 / E[Laplacian U] over
+the second half (U = -log pi on the full data, the Laplacian by a Rademacher probe; 1 at
+equilibrium of the exact law, above 1 for a hot chain), the error against the point's
+reference (NUTS or linearised), and the point's curvature range K = eigenvalues of
+n beta Hess L_n(w*) + gamma.
 
     python -m benchmarks.llc_sampler_designs POINT k=sgld,eps=3e-7[,cv=1][,b=256][,steps=10000] \
         k=sghmc,eps=1e-6,a=0.01 ...
@@ -80,24 +83,37 @@ def run(setting, design: str, eps: float, b: int = 256, steps: int = 10_000, a: 
             w = w + v
         return (w, v, k), None
 
+    def log_density(w):
+        return -nbeta * full_loss(w) - 0.5 * gamma * jnp.sum((w - center) ** 2)
+
+    def temperature_terms(w, k):
+        """|grad U|^2 and v' Hess(U) v (U = -log pi on the full data, v Rademacher)."""
+        probe = jax.random.rademacher(k, w.shape, w.dtype)
+        gradient, curvature = jax.jvp(jax.grad(log_density), (w,), (probe,))
+        return jnp.dot(gradient, gradient), -jnp.dot(probe, curvature)
+
     def chunk(carry, _):
         carry, _ = jax.lax.scan(step, carry, None, length=EVERY)
-        return carry, full_loss(carry[0])
+        w, _, k = carry
+        return carry, (full_loss(w), *temperature_terms(w, jax.random.fold_in(k, 7)))
 
     @jax.jit
     def chain(k):
         carry = (center, jnp.zeros_like(center), k)
         return jax.lax.scan(chunk, carry, None, length=steps // EVERY)[1]
 
-    losses = np.asarray(jax.vmap(chain)(jax.random.split(jax.random.key(key), CHAINS)))
+    losses, squared, laplacian = (np.asarray(a) for a in jax.vmap(chain)(
+        jax.random.split(jax.random.key(key), CHAINS)))
     lam = nbeta * (losses - float(full_loss(center)))
+    half = lam.shape[1] // 2
+    temperature = squared[:, half:].mean() / laplacian[:, half:].mean()
     per_chain = lam[:, lam.shape[1] // 2:].mean(axis=1)
     quarters = [q.mean() for q in np.array_split(lam, 4, axis=1)]
     error = f"{per_chain.mean() / reference - 1:+.1%}" if reference else "n/a"
     print(f"{design} cv={int(cv)} eps={eps:.2g} b={b} a={a} steps={steps}: lambda_hat "
           f"{per_chain.mean():.3f}, chains {np.round(per_chain, 2)}, quarters "
-          f"{np.round(quarters, 2)}, error {error}, minibatch gradients per chain "
-          f"{steps * b * (2 if cv else 1):,}", flush=True)
+          f"{np.round(quarters, 2)}, error {error}, T {temperature:.2f}, minibatch gradients "
+          f"per chain {steps * b * (2 if cv else 1):,}", flush=True)
     return float(per_chain.mean())
 
 
