@@ -17,7 +17,7 @@ error against a tolerance stated in advance (printed in the table):
   each within 25% of the truth (the project's per-case accuracy target, benchmarks/
   RESULTS.md) or 4 standard errors, whichever is larger.
 * The exact cross-check (`slt.llc_check`): SGLD's lambda_hat of the linear regression
-  (n = 5000) against MALA's on the same local posterior, within 3 standard errors of their
+  (n = 5000) against HMC's on the same local posterior, within 3 standard errors of their
   difference.
 
 ``--quick`` runs the deterministic cases and a short LLC run of the linear regression
@@ -136,7 +136,7 @@ def _llc_case(spec, true_values, n, exact, key, quick) -> Outcome:
 
 
 def _llc_against_exact(key, quick) -> Outcome:
-    """SGLD's lambda_hat against MALA's on the same local posterior (`slt.llc_check`)."""
+    """SGLD's lambda_hat against HMC's on the same local posterior (`slt.llc_check`)."""
     spec, data = _linear_regression_data(5000)
     problem = spec.problem(data)
     fit_key, sgld_key, exact_key = jax.random.split(key, 3)
@@ -146,7 +146,7 @@ def _llc_against_exact(key, quick) -> Outcome:
                       plan=RunPlan(num_warmup=1000, num_samples=2000, progress=False))
     return _absolute(result.llc_mean, check.reference.llc_mean,
                      AGREEMENT_Z * np.hypot(result.std_error, check.reference.std_error),
-                     "3 se of the difference; truth: MALA's λ̂")
+                     "3 se of the difference; truth: HMC's λ̂")
 
 
 def _llc_linear(key, quick) -> Outcome:
@@ -170,7 +170,7 @@ CASES = (
     Case("WBIC (NUTS), linear regression", False, _wbic_linear),
     Case("LLC, linear regression d=3 (λ = 3/2)", True, _llc_linear),
     Case("LLC, RRR (5,5,3,1) (λ = 8)", False, _llc_rrr),
-    Case("LLC, SGLD against exact MALA (linear regression d=3)", False, _llc_against_exact),
+    Case("LLC, SGLD against exact HMC (linear regression d=3)", False, _llc_against_exact),
 )
 
 
