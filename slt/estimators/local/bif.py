@@ -52,8 +52,8 @@ import xarray as xr
 
 from slt.estimators.local.llc import LLCResult
 from slt.estimators.local.observed import (
+    ObservedResult,
     block_std_error,
-    cluster_order,
     example_labels,
     observe_examples,
 )
@@ -68,7 +68,7 @@ __all__ = ["BIFResult", "bif"]
 
 
 @dataclass(frozen=True)
-class BIFResult(Persistable):
+class BIFResult(ObservedResult, Persistable):
     """Bayesian influence of every training example on every query (module doc).
 
     Attributes:
@@ -100,10 +100,6 @@ class BIFResult(Persistable):
     moments: moments.Moments = field(repr=False)
     run: LLCResult = field(repr=False)
     warnings: tuple[str, ...] = ()
-
-    @property
-    def num_chains(self) -> int:
-        return int(self.moments.count.shape[0])
 
     @property
     def train_labels(self) -> np.ndarray:
@@ -144,11 +140,6 @@ class BIFResult(Persistable):
         return table.sort_values("influence", ascending=ascending).head(
             require_int("k", k, minimum=1))
 
-    def order(self) -> np.ndarray:
-        """Training examples in the order of a hierarchical clustering of their influence
-        profiles over the queries (`cluster_order`)."""
-        return cluster_order(self.correlation)
-
     def summary(self) -> pd.DataFrame:
         """One row per query (index: its name): l_q(w*), its most supporting and most
         opposing training example with their BIF and standard error, the largest R-hat of
@@ -179,8 +170,7 @@ class BIFResult(Persistable):
              "query_loss_at_center": ("query", self.query_loss_at_center),
              "rhat_train": ("train", self.rhat_train), "rhat_query": ("query", self.rhat_query)},
             coords={"train": self.train_labels, "query": self.query_labels},
-            attrs={"num_chains": self.num_chains, "num_samples": self.num_samples,
-                   "every": self.every, "nbeta": self.run.nbeta, "llc": self.run.llc_mean},
+            attrs=self._run_attrs(),
         )
 
     def plot(self, **kwargs):

@@ -34,8 +34,8 @@ import xarray as xr
 
 from slt.estimators.local.llc import LLCResult
 from slt.estimators.local.observed import (
+    ObservedResult,
     block_std_error,
-    cluster_order,
     example_labels,
     observe_examples,
 )
@@ -49,7 +49,7 @@ __all__ = ["LossKernelResult", "loss_kernel"]
 
 
 @dataclass(frozen=True)
-class LossKernelResult(Persistable):
+class LossKernelResult(ObservedResult, Persistable):
     """The loss gain and loss kernel of a set of examples (module doc).
 
     Attributes:
@@ -85,10 +85,6 @@ class LossKernelResult(Persistable):
     warnings: tuple[str, ...] = ()
 
     @property
-    def num_chains(self) -> int:
-        return int(self.moments.count.shape[0])
-
-    @property
     def labels(self) -> np.ndarray:
         """The examples' names: training indices, or positions in the given data."""
         return example_labels(self.indices, len(self.loss_gain))
@@ -105,11 +101,6 @@ class LossKernelResult(Persistable):
         """The k examples of largest loss gain (`summary` rows, largest first)."""
         return self.summary().nlargest(k, "loss_gain")
 
-    def order(self) -> np.ndarray:
-        """The examples in the order of a hierarchical clustering of the kernel's correlation
-        (`cluster_order`): examples the network treats alike end up next to each other."""
-        return cluster_order(self.correlation)
-
     def to_xarray(self) -> xr.Dataset:
         """Per-example values over dim ``example``, the matrices over (example, other)."""
         pair = ("example", "other")
@@ -122,8 +113,7 @@ class LossKernelResult(Persistable):
              "covariance_std_error": (pair, self.covariance_std_error),
              "correlation": (pair, self.correlation)},
             coords={"example": self.labels, "other": self.labels},
-            attrs={"num_chains": self.num_chains, "num_samples": self.num_samples,
-                   "every": self.every, "nbeta": self.run.nbeta, "llc": self.run.llc_mean},
+            attrs=self._run_attrs(),
         )
 
     def plot(self, **kwargs):

@@ -62,6 +62,7 @@ from slt.validation import InputError, require_params, warn_caller
 __all__ = [
     "MAX_RHAT",
     "ObservedExamples",
+    "ObservedResult",
     "block_std_error",
     "chain_summaries",
     "cluster_order",
@@ -280,6 +281,31 @@ class ObservedExamples(NamedTuple):
                 "moments": self.chains, "run": self.run,
                 "warnings": observation_warnings(self.run, dict(zip(names, self.rhats,
                                                                     strict=True)))}
+
+
+class ObservedResult:
+    """What the results over examples observed along one local run (`LossKernelResult`,
+    `BIFResult`) share: mixed into a frozen dataclass (beside `slt.results.Persistable`) whose
+    fields include those of `ObservedExamples.result_fields` (``num_samples``, ``every``,
+    ``moments``: the chains' summaries, leading axis chain; ``run``: the `LLCResult`) and
+    ``correlation``, a matrix with one row per (training) example."""
+
+    __slots__ = ()
+
+    @property
+    def num_chains(self) -> int:
+        return int(self.moments.count.shape[0])
+
+    def order(self) -> np.ndarray:
+        """The (training) examples in the order of a hierarchical clustering of their rows of
+        ``correlation`` (`cluster_order`): examples the network treats alike end up next to
+        each other."""
+        return cluster_order(self.correlation)
+
+    def _run_attrs(self) -> dict:
+        """The run's settings and lambda_hat, as the attrs of `to_xarray`'s Dataset."""
+        return {"num_chains": self.num_chains, "num_samples": self.num_samples,
+                "every": self.every, "nbeta": self.run.nbeta, "llc": self.run.llc_mean}
 
 
 def observe_examples(problem: Problem, params: Params, key: jax.Array, values: tuple,
