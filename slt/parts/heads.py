@@ -222,45 +222,48 @@ def _axis_size(name: str, shape: tuple, axis: int) -> int:
 
 
 def _layouts() -> dict[str, dict[str, HeadAxis | FusedQKV]]:
-    key, end = r"(^|/)", r"(/value)?$"  # NNX States name each variable's array "value"
-    return {
+    """The presets, each pattern anchored at the start of a leaf name's component and at
+    its end (NNX States name each variable's array "value": an optional "/value" after)."""
+    presets = {
         "transformer_lens": {
-            key + r"[Wb]_[QKV]" + end: HeadAxis(0),
-            key + r"W_O" + end: HeadAxis(0),
+            r"[Wb]_[QKV]": HeadAxis(0),
+            r"W_O": HeadAxis(0),
         },
         "flax_nnx": {
-            key + r"(query|key|value)/kernel" + end: HeadAxis(1),
-            key + r"(query|key|value)/bias" + end: HeadAxis(0),
-            key + r"out/kernel" + end: HeadAxis(0),
+            r"(query|key|value)/kernel": HeadAxis(1),
+            r"(query|key|value)/bias": HeadAxis(0),
+            r"out/kernel": HeadAxis(0),
         },
         "equinox": {
-            key + r"(query|key|value)_proj/(weight|bias)" + end: HeadAxis(0, "(h d)"),
-            key + r"output_proj/weight" + end: HeadAxis(1, "(h d)"),
+            r"(query|key|value)_proj/(weight|bias)": HeadAxis(0, "(h d)"),
+            r"output_proj/weight": HeadAxis(1, "(h d)"),
         },
         "gpt_neox": {
-            key + r"attention/query_key_value/(weight|bias)" + end: HeadAxis(0, "(h 3 d)"),
-            key + r"attention/dense/weight" + end: HeadAxis(1, "(h d)"),
+            r"attention/query_key_value/(weight|bias)": HeadAxis(0, "(h 3 d)"),
+            r"attention/dense/weight": HeadAxis(1, "(h d)"),
         },
         "grouped_query": {
-            key + r"q_proj/kernel" + end: HeadAxis(1, "(h d)"),
-            key + r"q_proj/bias" + end: HeadAxis(0, "(h d)"),
-            key + r"[kv]_proj/kernel" + end: HeadAxis(1, "(h d)", kv=True),
-            key + r"[kv]_proj/bias" + end: HeadAxis(0, "(h d)", kv=True),
-            key + r"o_proj/kernel" + end: HeadAxis(0, "(h d)"),
+            r"q_proj/kernel": HeadAxis(1, "(h d)"),
+            r"q_proj/bias": HeadAxis(0, "(h d)"),
+            r"[kv]_proj/kernel": HeadAxis(1, "(h d)", kv=True),
+            r"[kv]_proj/bias": HeadAxis(0, "(h d)", kv=True),
+            r"o_proj/kernel": HeadAxis(0, "(h d)"),
         },
         "phi3": {
-            key + r"self_attn/qkv_proj/(weight|bias)" + end: FusedQKV(0, "qkv"),
-            key + r"self_attn/o_proj/weight" + end: HeadAxis(1, "(h d)"),
+            r"self_attn/qkv_proj/(weight|bias)": FusedQKV(0, "qkv"),
+            r"self_attn/o_proj/weight": HeadAxis(1, "(h d)"),
         },
         "falcon": {
-            key + r"self_attention/query_key_value/(weight|bias)" + end: FusedQKV(0, "grouped"),
-            key + r"self_attention/dense/weight" + end: HeadAxis(1, "(h d)"),
+            r"self_attention/query_key_value/(weight|bias)": FusedQKV(0, "grouped"),
+            r"self_attention/dense/weight": HeadAxis(1, "(h d)"),
         },
         "gpt_bigcode": {
-            key + r"attn/c_attn/(weight|bias)" + end: FusedQKV(0, "grouped"),
-            key + r"attn/c_proj/weight" + end: HeadAxis(1, "(h d)"),
+            r"attn/c_attn/(weight|bias)": FusedQKV(0, "grouped"),
+            r"attn/c_proj/weight": HeadAxis(1, "(h d)"),
         },
     }
+    return {name: {r"(^|/)" + pattern + r"(/value)?$": axis for pattern, axis in preset.items()}
+            for name, preset in presets.items()}
 
 
 LAYOUTS: dict[str, dict[str, HeadAxis | FusedQKV]] = _layouts()
