@@ -354,21 +354,23 @@ def _check_cached_minimum(name: str, entry: dict, loss: float) -> None:
             "entry to retrain")
 
 
-def _trained_mlp(seed, teacher_widths, student_widths, activation, n, relu=False):
-    """Student trained from a random init on teacher data: w* = w_hat (a minimum of L_n)."""
+def _trained_mlp(seed, teacher_widths, student_widths, activation, n, relu=False, init=2):
+    """Student trained from a random init (`fold_in(key, init)`) on teacher data: w* = w_hat
+    (a minimum of L_n)."""
     key = jax.random.key(seed)
     teacher = mlp_init(jax.random.fold_in(key, 0), teacher_widths)
     predict_t = mlp_predict(activation, len(teacher_widths) - 1)
     data = teacher_data(jax.random.fold_in(key, 1), predict_t, teacher, n,
                         (teacher_widths[0],))
     predict = mlp_predict(activation, len(student_widths) - 1)
-    init = mlp_init(jax.random.fold_in(key, 2), student_widths, gain=1.0)
-    name = f"trained-{activation}-{seed}-{'-'.join(map(str, student_widths))}-n{n}"
+    init_params = mlp_init(jax.random.fold_in(key, init), student_widths, gain=1.0)
+    name = (f"trained-{activation}-{seed}-{'-'.join(map(str, student_widths))}-n{n}"
+            + ("" if init == 2 else f"-init{init}"))
     cache = _load(TRAINED_FILE)
     if name in cache:  # training takes minutes on 2 shared cores: the minimum is cached
         params = {k: jnp.asarray(v) for k, v in cache[name]["params"].items()}
     else:
-        params = _train(_problem(predict, init, data), init)
+        params = _train(_problem(predict, init_params, data), init_params)
         params = _levenberg_marquardt(predict, params, data)
     problem = _problem(predict, params, data)
     loss = float(problem.loss(params))
@@ -444,8 +446,11 @@ POINTS = [
           10_000,
           functools.partial(_trained_mlp, 22, [3, 8, 8, 1], [3, 8, 8, 1], "tanh", 10_000),
           "regular at the trained minimum: d/2"),
+    # init 3, not 2: from init 2 the student stopped 0.065 above the teacher's L_n with a unit
+    # dead by a margin of 0.09, which the local posterior wakes (NUTS left that basin)
     Point("trained-relu-3-8-1", "trained", "ReLU MLP 3-8-1 trained from random init", 10_000,
-          functools.partial(_trained_mlp, 23, [3, 8, 1], [3, 8, 1], "relu", 10_000, True),
+          functools.partial(_trained_mlp, 23, [3, 8, 1], [3, 8, 1], "relu", 10_000, True,
+                            init=3),
           "minimally singular: rescalings (+ dead units): rank/2"),
     Point("tanh-16-48-48-48-1", "teacher", "tanh MLP 16-48-48-48-1", 20_000,
           functools.partial(_mlp_teacher, 24, [16, 48, 48, 48, 1], "tanh", 20_000),
