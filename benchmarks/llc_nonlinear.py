@@ -36,12 +36,13 @@ Theory used (lambda is the population learning coefficient at w*):
   sd 1, as benchmarks/llc_accuracy.py). Not minimally singular: H = 0 there.
 - Trained points: a student trained from a random initialisation to a minimum w_hat of L_n
   (Adam, then up to 1000 Levenberg-Marquardt steps; the gradient norm reached is recorded:
-  1.3e-3 on the ReLU student, so w_hat is a minimum of L_n only approximately). The rank is
+  1.0e-3 on the ReLU student, so w_hat is a minimum of L_n only approximately). The rank is
   taken of the Gauss-Newton matrix J^T J / (n SIGMA^2) on the training inputs at w_hat;
   theory: rank/2 where the nullity equals the manifold of minima above (regular: d/2).
-  Measured against that (RESULTS.md): the ReLU student's dead unit is dead by a margin of
-  only 0.09, and NUTS chains wake it and leave w_hat's basin; the tanh student has rank
-  110/113 (two near-duplicate unit pairs), not the regular point its theory assumes.
+  Measured against that (RESULTS.md): the ReLU student from init 2 had a unit dead by a
+  margin of only 0.09, which NUTS chains woke, leaving w_hat's basin (the point now trains
+  from init 3: no dead unit); the tanh student has rank 110/113 (two near-duplicate unit
+  pairs), not the regular point its theory assumes.
   The points are float64 draws: building one without jax_enable_x64 raises.
 
 Finite n. lambda is a population quantity; at w* = w0 (a population minimum, not a minimum of
