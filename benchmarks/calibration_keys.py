@@ -25,6 +25,7 @@ import time
 import warnings
 from pathlib import Path
 
+import jax
 import numpy as np
 import pandas as pd
 
@@ -153,5 +154,6 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    jax.config.update("jax_enable_x64", True)  # the points are float64 (llc_nonlinear)
     np.seterr(all="ignore")
     main()

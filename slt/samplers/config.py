@@ -90,8 +90,9 @@ class Calibration:
         `slt.estimators.local.calibration.fitted_step_size`); its default grid ends one grid
         factor above the noise limit. "largest": the former rule, grid included: the largest
         passing candidate. Measured over 5 keys on 12 networks (benchmarks/RESULTS.md, "The
-        calibrated step over keys"): "fitted" varied by 1.15x to 1.82x, "largest" by 2.15x
-        to 4.64x at 7 of them and found no passing candidate on some keys at 2.
+        calibrated step over keys"; float64 builds): "fitted" varied by 1.10x to 2.21x
+        (within 2x at 10 of 12); "largest", on float32 builds, by 2.15x to 4.64x at 7 of them
+        and found no passing candidate on some keys at 2.
     """
 
     step_sizes: tuple[float, ...] | None = None

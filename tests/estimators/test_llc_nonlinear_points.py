@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 
+import jax
 import pytest
 
 from benchmarks import llc_nonlinear as bench
@@ -29,3 +30,15 @@ def test_rank_matches_theory(build, d, rank):
     assert built.lam == rank / 2
     if geometry["largest_null_eig"] is not None:  # an exact zero, far below the kept ones
         assert geometry["largest_null_eig"] < 1e-8 * geometry["smallest_nonnull_eig"]
+
+
+def test_cached_minimum_checked_against_the_data():
+    entry = {"loss": -0.8198, "jax": "0.10.2"}
+    bench._check_cached_minimum("w", entry, -0.8198)  # the data it was trained on
+    with pytest.raises(RuntimeError, match="the data differ"):
+        bench._check_cached_minimum("w", entry, 74.47)  # float32 draws, measured
+
+
+def test_points_refuse_float32():
+    with jax.enable_x64(False), pytest.raises(RuntimeError, match="float64"):
+        bench._build_cached.__wrapped__("tanh-2-4-1")
