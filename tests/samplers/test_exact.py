@@ -123,3 +123,27 @@ def test_a_fixed_step_is_kept_and_extrapolation_is_sgld_only(regression):
     assert result.step_size == 1e-4
     with pytest.raises(TypeError):
         MALA(extrapolate=True)
+
+
+def test_hmc_does_not_resonate_on_a_whitened_gaussian():
+    """On N(0, I) with eps = sqrt(2) every leapfrog step turns each coordinate by pi / 2, so a
+    fixed L = 16 brings every proposal back to its start (the chain never moves: sample
+    variance ~1e-27); L drawn per transition (`integration_steps_range`) samples N(0, I)."""
+    from slt.samplers.exact import exact_initial_state, exact_step, integration_steps_range
+
+    assert integration_steps_range(16) == (8, 25)
+    sampler = HMC(step_size=2.0**0.5, num_integration_steps=16, mass_matrix=None)
+
+    def logdensity(w):
+        return -0.5 * jnp.sum(w**2)
+
+    state = exact_initial_state(sampler, jax.random.key(0), jnp.array([1.5, -0.5, 0.8]),
+                                logdensity, jnp.asarray(2.0**0.5))
+
+    def body(state, key):
+        state, _ = exact_step(sampler, key, state, logdensity, 1, 0)
+        return state, state.kernel.position
+
+    _, draws = jax.lax.scan(body, state, jax.random.split(jax.random.key(1), 2000))
+    # the sample variance of 2000 draws of N(0, 1) with an ESS of a few hundred: sd < 0.1
+    np.testing.assert_allclose(np.var(np.asarray(draws), axis=0), 1.0, atol=0.25)
