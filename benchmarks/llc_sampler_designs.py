@@ -33,6 +33,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from benchmarks import llc_nonlinear as nonlinear
+from slt.samplers.exact import temperature_terms
 
 EVERY = 20  # steps between full-data evaluations of L_n
 CHAINS = 4
@@ -86,16 +87,13 @@ def run(setting, design: str, eps: float, b: int = 256, steps: int = 10_000, a: 
     def log_density(w):
         return -nbeta * full_loss(w) - 0.5 * gamma * jnp.sum((w - center) ** 2)
 
-    def temperature_terms(w, k):
-        """|grad U|^2 and v' Hess(U) v (U = -log pi on the full data, v Rademacher)."""
-        probe = jax.random.rademacher(k, w.shape, w.dtype)
-        gradient, curvature = jax.jvp(jax.grad(log_density), (w,), (probe,))
-        return jnp.dot(gradient, gradient), -jnp.dot(probe, curvature)
+    every_weight = jnp.ones(center.shape, bool)
 
     def chunk(carry, _):
         carry, _ = jax.lax.scan(step, carry, None, length=EVERY)
         w, _, k = carry
-        return carry, (full_loss(w), *temperature_terms(w, jax.random.fold_in(k, 7)))
+        return carry, (full_loss(w), *temperature_terms(
+            log_density, w, jax.grad(log_density)(w), every_weight, jax.random.fold_in(k, 7)))
 
     @jax.jit
     def chain(k):

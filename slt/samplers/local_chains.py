@@ -452,9 +452,11 @@ def run_chains(
         return carry, _to_host(recorded)
 
     def lengths(chunks, final):
-        """Every part's `RunLength` from the traces so far (None while it needs more)."""
-        loss, center_loss, *_, distance = (record[:, :num_steps]
-                                           for record in join_records(chunks)[:6])
+        """Every part's `RunLength` from the traces so far (None while it needs more); only
+        the step records are joined (not an observing run's blocks, after every chunk)."""
+        loss, center_loss, _, _, _, distance, _ = (
+            record[:, :num_steps]
+            for record in join_records([chunk[:_STEP_RECORDS] for chunk in chunks]))
         if extrapolate:
             loss, center_loss = (_extrapolated(values) for values in (loss, center_loss))
             distance = distance[:distance.shape[0] // 2]  # the eps / 2 twins' (ChainTrace)

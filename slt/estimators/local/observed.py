@@ -361,11 +361,12 @@ def block_std_error(blocks: moments.Moments, statistic) -> np.ndarray:
       1.2909944487358056
     """
     counts = np.asarray(blocks.count, np.float64).reshape(-1)
+    kept = counts >= 2
     values = np.asarray(statistic(blocks), np.float64)
-    values = values.reshape(-1, *values.shape[np.ndim(blocks.count):])[counts >= 2]
+    values = values.reshape(-1, *values.shape[np.ndim(blocks.count):])[kept]
     if values.shape[0] < 2:
         return np.full(values.shape[1:], np.nan)
-    weights = counts[counts >= 2] / counts[counts >= 2].sum()
+    weights = counts[kept] / counts[kept].sum()
     weights = weights.reshape(-1, *[1] * (values.ndim - 1))
     deviations = values - np.sum(weights * values, axis=0)
     return np.sqrt(values.shape[0] / (values.shape[0] - 1)
