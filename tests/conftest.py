@@ -12,8 +12,12 @@ together instead of one waiting on a long module that came last.
 """
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 from hypothesis import settings
+
+from slt import models
 
 jax.config.update("jax_enable_x64", True)
 
@@ -24,6 +28,19 @@ settings.load_profile("slt")
 @pytest.fixture
 def key():
     return jax.random.key(0)
+
+
+@pytest.fixture(scope="module")
+def regression():
+    """A Gaussian linear regression (d = 3, n = 2000, noise sd 1) and its least-squares fit:
+    (problem, X, y, w* as params). Its local posterior is Gaussian and E[lambda_hat] exact
+    (`slt.truth.linear_regression_expected_llc`): the samplers' exact case."""
+    spec = models.linear_regression(3)
+    data = spec.simulate(jax.random.key(0), {"w": jnp.array([1.0, -1.0, 0.5])}, 2000)
+    problem = spec.problem(data)
+    X, y = np.asarray(data["x"], float), np.asarray(data["y"], float)
+    w_hat = np.linalg.lstsq(X, y, rcond=None)[0]
+    return problem, X, y, {"w": jnp.asarray(w_hat)}
 
 
 def pytest_collection_modifyitems(items):

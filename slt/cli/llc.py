@@ -3,13 +3,15 @@
 w* is read from ``--params FILE.npz`` (constrained site values, one array per site, e.g. a
 network trained elsewhere) or, without it, fitted by maximum likelihood (`slt.fit_map` with
 ``prior=False``). λ̂ comes from `slt.llc` (localized SGLD, step size calibrated unless
-``--step-size`` is given; or an exact sampler, ``--sampler mala|hmc``) and is printed
+``--step-size`` is given; SGHMC with ``--sampler sghmc``; or an exact sampler,
+``--sampler mala|hmc``) and is printed
 beside d/2, BIC's complexity, with the run's diagnostics. With ``--out DIR``: llc.json
 (estimate, diagnostics, configuration), llc.png (traces) and llc.nc (the full result).
 
 The options build the three values `slt.llc` takes (`local_values`): the local posterior
-(`slt.LocalPosterior`: ``--gamma``), the sampler (``--sampler``: `slt.samplers.SGLD`, or an
-exact full-batch `slt.samplers.MALA` / `slt.samplers.HMC`; ``--step-size``, ``--batch-size``)
+(`slt.LocalPosterior`: ``--gamma``), the sampler (``--sampler``: `slt.samplers.SGLD`,
+`slt.samplers.SGHMC`, or an exact full-batch `slt.samplers.MALA` / `slt.samplers.HMC`;
+``--step-size``, ``--batch-size``)
 and the run plan (`slt.RunPlan`: ``--num-chains``, ``--num-samples``, ``--num-warmup``). Every
 default is the value's own (read from its definition), never a copy of it.
 """
@@ -36,14 +38,14 @@ from slt.estimators.local.llc import llc
 from slt.estimators.local.posterior import LocalPosterior
 from slt.fit import MAPFit, fit_map
 from slt.problem import Problem
-from slt.samplers.config import HMC, MALA, SGLD, RunPlan, Sampler
+from slt.samplers.config import HMC, MALA, SGHMC, SGLD, RunPlan, Sampler, StochasticGradient
 
 __all__ = ["add_parser", "local_values", "run", "DEFAULTS", "OUTPUT_FILES", "SAMPLERS"]
 
 OUTPUT_FILES = ("llc.json", "llc.png", "llc.nc")
 
 # --sampler NAME: the sampler value it builds.
-SAMPLERS = {"sgld": SGLD, "mala": MALA, "hmc": HMC}
+SAMPLERS = {"sgld": SGLD, "sghmc": SGHMC, "mala": MALA, "hmc": HMC}
 
 
 # The values `slt.llc` takes by default, built from their definitions: the options' defaults
@@ -91,6 +93,7 @@ def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
     sampler.add_argument("--sampler", choices=list(SAMPLERS),
                          default=_sampler_name(default_sampler),
                          help="sgld: stochastic-gradient Langevin dynamics on minibatches; "
+                              "sghmc: stochastic-gradient HMC with control variates; "
                               "mala, hmc: exact full-batch samplers of the same local posterior "
                               "(Metropolis-adjusted, step size adapted during the warmup), to "
                               "check SGLD's answer (default: %(default)s)")
@@ -109,13 +112,15 @@ def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
                          help="with an 'auto' length, the most steps a chain runs "
                               "(default: %(default)s)")
     sampler.add_argument("--step-size", type=_step_size, default=None,
-                         help="the sampler's step size, or 'auto': SGLD's calibrated, MALA's "
+                         help="the sampler's step size, or 'auto': SGLD's and SGHMC's "
+                              "calibrated, MALA's "
                               "and HMC's adapted during the warmup (default: "
                               f"{' / '.join(step_sizes)})")
     sampler.add_argument("--gamma", type=positive_float, default=posterior.gamma,
                          help="localization strength γ (default: %(default)s)")
     sampler.add_argument("--batch-size", type=positive_int, default=None,
-                         help=f"SGLD's minibatch size (default: {SGLD().batch_size}; the "
+                         help=f"SGLD's and SGHMC's minibatch size (default: "
+                              f"{SGLD().batch_size}; the "
                               "exact samplers use all the data)")
     sampler.add_argument("--num-restarts", type=positive_int, default=MAPFit().num_restarts,
                          help="random restarts of the maximum-likelihood fit "
@@ -127,8 +132,8 @@ def local_values(args: argparse.Namespace) -> tuple[LocalPosterior, Sampler, Run
     """The local posterior, the sampler and the run plan the options describe.
 
     An option not given leaves the value's own default (a sampler's step size and batch size,
-    every field without an option); ``--batch-size`` sets SGLD's minibatches and needs
-    ``--sampler sgld``.
+    every field without an option); ``--batch-size`` sets SGLD's or SGHMC's minibatches and
+    needs ``--sampler sgld`` or ``sghmc``.
 
     Raises:
       UsageError: ``--batch-size`` with an exact sampler.
@@ -137,7 +142,7 @@ def local_values(args: argparse.Namespace) -> tuple[LocalPosterior, Sampler, Run
     kind = SAMPLERS[args.sampler]
     fields = {} if args.step_size is None else {"step_size": args.step_size}
     if args.batch_size is not None:
-        if kind is not SGLD:
+        if not issubclass(kind, StochasticGradient):
             raise UsageError(f"--batch-size sets SGLD's minibatches; --sampler {args.sampler} "
                              "uses all the data: drop --batch-size or use --sampler sgld")
         fields["batch_size"] = args.batch_size

@@ -49,9 +49,15 @@ from slt.validation import (
     set_field,
 )
 
-__all__ = ["HMC", "MALA", "SGLD", "Calibration", "RunPlan", "Sampler"]
+__all__ = ["HMC", "MALA", "SGHMC", "SGLD", "Calibration", "RunPlan", "Sampler",
+           "StochasticGradient"]
 
 MASS_MATRICES = (None, "diagonal")
+# SGHMC(step_size="auto") calibrates to |T - 1| <= this. Without the MALA acceptance, which
+# bounds SGLD's step first, the temperature is its only bound on the heat; minibatch noise
+# heats the tails, where lambda_hat's second moment sits, more than T weighs them: measured
+# on a Gaussian linear regression at T - 1 = 0.08, lambda_hat +5% to +19% (RESULTS.md).
+SGHMC_MAX_HEATING = 0.03
 STARTS = ("dispersed", "center")
 CHOICES = ("fitted", "largest")
 
@@ -166,9 +172,85 @@ class SGLD:
     @property
     def calibration(self) -> Calibration | None:
         """The sweep that chooses the step size (None for a numeric step size)."""
-        if isinstance(self.step_size, Calibration):
-            return self.step_size
-        return Calibration() if self.step_size == "auto" else None
+        return _calibration(self.step_size)
+
+    @property
+    def measure_every(self) -> int:
+        """Steps between the diagnostics' measurements (`mala_every`)."""
+        return self.mala_every
+
+
+@dataclass(frozen=True)
+class SGHMC:
+    """Stochastic-gradient Hamiltonian Monte Carlo on minibatches, with control variates.
+
+    Underdamped Langevin dynamics (unit mass) integrated by the BAOAB splitting
+    (`slt.samplers.sghmc`), time step h = sqrt(eps) and friction a per step:
+
+        p += (h/2) g(w);  w += (h/2) p;  p = e^-a p + sqrt(1 - e^-2a) xi;  w += (h/2) p;
+        p += (h/2) g(w),
+
+    one minibatch gradient g a step; on a Gaussian target its positions are exactly
+    distributed as pi at any stable step. With `control_variates` (the default), the
+    minibatch gradient is taken relative to the centre w* (Baker et al. 2019):
+
+        g = -n beta (grad L_b(w) - grad L_b(w*) + grad L_n(w*)) - gamma (w - w*) [+ prior],
+
+    unbiased for grad log pi(w), with a noise that vanishes at w* and grows with |w - w*|
+    (it costs a second minibatch gradient a step, at w*; grad L_n(w*) is computed once).
+    Without them the minibatch noise, which heats the chains by about eps Var(g) / (1 -
+    e^-2a), is amplified by 1 / a against SGLD's. The momentum crosses the local posterior's
+    soft directions (curvature K) in about 1 / sqrt(eps K) steps where SGLD needs
+    1 / (eps K). Like SGLD it never rejects: the minibatch noise's heat and the O(eps) error
+    of a non-Gaussian target remain, and the configurational temperature, measured every
+    `measure_every` steps, says how large (there is no MALA acceptance for a momentum step).
+
+    Attributes:
+      step_size: eps; "auto" (the default): chosen by `slt.llc_calibrate` with the default
+        `Calibration` but |T - 1| <= `SGHMC_MAX_HEATING` (0.03; the criterion without the
+        MALA acceptance: temperature, stationarity, divergence, and with control variates no
+        noise-ratio bound, the noise being 0 at w*), then checked on the run; or a
+        `Calibration` value.
+      friction: a, in (0, 1] (0.1).
+      batch_size: minibatch size b (capped at n).
+      control_variates: take the minibatch gradient relative to w* (above).
+      measure_every: measure the configurational temperature every this many steps; 0: never.
+    """
+
+    step_size: float | str | Calibration = "auto"
+    friction: float = 0.1
+    batch_size: int = 256
+    control_variates: bool = True
+    measure_every: int = 10
+
+    def __post_init__(self):
+        if not isinstance(self.step_size, Calibration):
+            set_field(self, "step_size", require_step_size("step_size", self.step_size))
+        set_field(self, "friction", require_positive("friction", self.friction))
+        if self.friction > 1:
+            raise InputError(f"friction must be a number in (0, 1], got {self.friction!r}")
+        set_field(self, "batch_size", require_int("batch_size", self.batch_size, minimum=1))
+        set_field(self, "control_variates", require_bool("control_variates",
+                                                         self.control_variates))
+        set_field(self, "measure_every", require_int("measure_every", self.measure_every,
+                                                     minimum=0))
+
+    @property
+    def calibration(self) -> Calibration | None:
+        """The sweep that chooses the step size (None for a numeric step size); "auto":
+        the default `Calibration` with |T - 1| <= `SGHMC_MAX_HEATING`."""
+        return _calibration(self.step_size, Calibration(
+            max_temperature_deviation=SGHMC_MAX_HEATING))
+
+
+def _calibration(step_size, default: Calibration | None = None) -> Calibration | None:
+    """The sweep a stochastic-gradient sampler's `step_size` asks for (None for a number):
+    `step_size` itself, or for "auto" `default` (None: `Calibration()`)."""
+    if isinstance(step_size, Calibration):
+        return step_size
+    if step_size != "auto":
+        return None
+    return Calibration() if default is None else default
 
 
 @dataclass(frozen=True)
@@ -237,7 +319,9 @@ class HMC:
         require_one_of("mass_matrix", self.mass_matrix, MASS_MATRICES)
 
 
-Sampler = SGLD | MALA | HMC
+Sampler = SGLD | SGHMC | MALA | HMC
+# The samplers that step on minibatch gradients without rejection (the others are exact).
+StochasticGradient = SGLD | SGHMC
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,9 @@
-"""Run many SGLD chains on a Problem's (localized, tempered) posterior: vmapped, scanned, sharded.
+"""Run many chains on a Problem's (localized, tempered) posterior: vmapped, scanned, sharded.
+
+The chains step with SGLD or SGHMC on minibatches (`slt.samplers.SGLD`, `SGHMC`: SGHMC with
+control variates takes its minibatch gradients relative to the centre, grad L_n at the
+centre computed once here) or with an exact sampler on the full data (`MALA`, `HMC`:
+`slt.samplers.exact`).
 
 The target of every chain is
 
@@ -80,7 +85,7 @@ from slt.precision import at_full_precision
 from slt.problem import Problem
 from slt.samplers import moments
 from slt.samplers.checkpoint import Checkpoint, join_records
-from slt.samplers.config import HMC, MALA, SGLD, RunPlan
+from slt.samplers.config import SGHMC, SGLD, RunPlan, Sampler, StochasticGradient
 from slt.samplers.exact import (
     MEASURE_EVERY,
     ExactState,
@@ -96,7 +101,8 @@ from slt.samplers.run_length import (
     trace_statistics,
 )
 from slt.samplers.runner import ProgressBar, run_units
-from slt.samplers.sgld import SGLDState, mala_log_acceptance, sgld
+from slt.samplers.sghmc import SGHMCState, sghmc
+from slt.samplers.sgld import SGLDKernel, SGLDState, mala_log_acceptance, sgld
 from slt.samplers.shuffle import epoch_indices
 
 __all__ = [
@@ -134,7 +140,8 @@ class Observables(NamedTuple):
 class ChainTrace(NamedTuple):
     """What `run_chains` records, one row per chain and one column per step.
 
-    loss: L_b(w_t), the minibatch loss at the position before step t (NaN after divergence).
+    loss: L_b(w_t), the minibatch loss at the position before step t (SGHMC: after it, where
+      the step evaluates its gradient) (NaN after divergence).
     center_loss: L_b(w_center) on the same minibatch: loss - center_loss is an unbiased estimate
       of L_n(w_t) - L_n(w_center) whose minibatch noise largely cancels. It is the mean over the
       minibatch of the per-example losses at w_center, computed once on the full data before
@@ -298,7 +305,7 @@ class _Config(NamedTuple):
     """Everything that changes the compiled program."""
 
     problem: Problem
-    sampler: SGLD | MALA | HMC  # its step size, a runtime value, left out (`_program_sampler`)
+    sampler: Sampler  # its step size, a runtime value, left out (`_program_sampler`)
     num_chains: int
     chunk_size: int
     batch_size: int
@@ -307,7 +314,7 @@ class _Config(NamedTuple):
 
 
 class _Carry(NamedTuple):
-    chain: SGLDState | ExactState
+    chain: SGLDState | SGHMCState | ExactState
     diverged_at: jax.Array
     observed: moments.Moments | None = None  # with observables: the per-chain summaries
 
@@ -318,7 +325,7 @@ def run_chains(
     key: jax.Array,
     targets: ChainTargets,
     *,
-    sampler: SGLD | MALA | HMC = SGLD(),
+    sampler: Sampler = SGLD(),
     plan: RunPlan = RunPlan(),
     observables: Observables | None = None,
     description: str = "chains",
@@ -333,7 +340,8 @@ def run_chains(
       key: PRNG key.
       targets: the parts' local posteriors and step sizes (`ChainTargets`).
       sampler: `slt.samplers.SGLD` (its batch_size, preconditioner, mala_every and
-        extrapolate are used; the step sizes come from `targets`), `MALA` or `HMC`.
+        extrapolate are used; the step sizes come from `targets`), `SGHMC` (its friction,
+        batch_size, control_variates and measure_every), `MALA` or `HMC`.
       plan: `slt.samplers.RunPlan`: chains per part, warmup and draws (their sum is the run's
         length; observables are recorded from the end of the warmup), chunk size, checkpoint
         file (module doc, `slt.samplers.checkpoint`; `run_time` then counts the sampling time
@@ -360,7 +368,7 @@ def run_chains(
     num_steps, checkpoint = plan.num_steps, plan.checkpoint
     num_chains = targets.num_parts * plan.num_chains
     chunk_size = max(1, min(plan.chunk_size, num_steps))
-    exact = not isinstance(sampler, SGLD)
+    exact = not isinstance(sampler, StochasticGradient)
     if observables is not None and plan.num_warmup == "auto":
         raise ValueError("observables start at a fixed step: give the plan a num_warmup")
     config = _Config(
@@ -420,7 +428,8 @@ def run_chains(
                                     problem.data, *observed) if exact else
                _initial_carry(config, starts, *observed))
     resumed = store.resume(initial)
-    shared = _Shared(centers, center_losses, center_full_loss, problem.data)
+    shared = _Shared(centers, center_losses, center_full_loss, problem.data,
+                     _center_gradients(problem, centers) if _control_variates(sampler) else None)
     sharding = _chain_sharding(config.num_chains)
     # across processes, the arguments every chain reads are placed on all devices too
     replicated = None
@@ -565,9 +574,10 @@ def _starts(positions, scale, masks, noise):
 
 
 def _program_sampler(sampler):
-    """The sampler as far as it shapes the compiled program: SGLD's step size is a runtime
-    value (left out); an exact sampler's "auto" decides whether it adapts (kept)."""
-    if isinstance(sampler, SGLD):
+    """The sampler as far as it shapes the compiled program: a stochastic-gradient sampler's
+    step size is a runtime value (left out); an exact sampler's "auto" decides whether it
+    adapts (kept)."""
+    if isinstance(sampler, StochasticGradient):
         return replace(sampler, step_size="auto")
     return sampler if sampler.step_size == "auto" else replace(sampler, step_size=1.0)
 
@@ -622,10 +632,10 @@ def _combine_twins(trace: ChainTrace) -> ChainTrace:
 
 
 def _initial_carry(config: _Config, position, watch: _Watch | None = None) -> _Carry:
-    """Every SGLD chain at its centre (`position`: (num_chains, d)), none diverged, nothing
-    observed yet (with `watch`, the observation arguments)."""
+    """Every SGLD or SGHMC chain at its start (`position`: (num_chains, d); SGHMC's momentum
+    0), none diverged, nothing observed yet (with `watch`, the observation arguments)."""
     return _Carry(
-        chain=jax.vmap(sgld(config.sampler.preconditioner).init)(position),
+        chain=jax.vmap(_stochastic_kernel(config.sampler).init)(position),
         diverged_at=jnp.full((config.num_chains,), -1, jnp.int32),
         observed=_no_observations(config, position, watch),
     )
@@ -744,7 +754,7 @@ def _compile(config: _Config, arguments, observed: tuple):
         "chain chunk", config._replace(problem=None), structure,
         tuple((a.shape, a.dtype, a.sharding) for a in leaves),
     )
-    chunk = _run_chunk if isinstance(config.sampler, SGLD) else _run_exact_chunk
+    chunk = _run_chunk if isinstance(config.sampler, StochasticGradient) else _run_exact_chunk
     return compile_cache.compiled_for(
         config.problem, signature,
         lambda: jax.jit(functools.partial(_observed_in_blocks, chunk, config)).lower(
@@ -810,13 +820,34 @@ def _local_log_target(problem: Problem, include_prior: bool):
     return log_target
 
 
-def _measurements(log_target, problem: Problem, data, batch_size: int):
-    """measure(state, new_state, info, batch, chain_key, step, hyper) -> the diagnostics of
-    one SGLD step: its MALA log acceptance on the step's `batch`, and the configurational
-    temperature's two terms grad U . grad' U and v' Hess(U) v (U = -log pi, a Rademacher
-    probe v) on a second minibatch drawn from `chain_key` and `step`: those of the chain
-    restricted to `mask` (gradients and probe on the selected coordinates)."""
-    def measure(state, new_state, info, batch, chain_key, step, hyper, center, mask):
+def _with_control_variates(log_target, problem: Problem):
+    """relative_target(flat, batch, center_gradient, gamma, nbeta, center) -> `log_target`
+    plus n beta <grad L_b(center) - grad L_n(center), w>: its gradient is the control-variate
+    estimate -n beta (grad L_b(w) - grad L_b(w*) + grad L_n(w*)) - gamma (w - w*) [+ prior]
+    of grad log pi(w) (`slt.samplers.SGHMC`), unbiased, its noise 0 at w* (one more
+    minibatch gradient a step, at the centre; `center_gradient` is grad L_n(center)). The
+    value is a log density of the same minibatch up to a linear term, the aux L_b(w)."""
+    def batch_loss(flat, batch):
+        return -jnp.mean(problem.loglik(problem.unravel(flat), batch))
+
+    def relative_target(flat, batch, center_gradient, gamma, nbeta, center):
+        value, loss = log_target(flat, batch, gamma, nbeta, center)
+        offset = jax.lax.stop_gradient(jax.grad(batch_loss)(center, batch) - center_gradient)
+        return value + nbeta * jnp.dot(offset, flat), loss
+
+    return relative_target
+
+
+def _measurements(log_target, problem: Problem, data, batch_size: int, *, acceptance: bool):
+    """measure(state, new_state, info, position, batch, chain_key, step, hyper, center,
+    mask) -> the diagnostics of one step: with `acceptance` (SGLD), its MALA log acceptance
+    on the step's `batch` (NaN otherwise: a momentum step has none), and the configurational
+    temperature's two terms at `position` (where `info` was evaluated): grad U . grad' U and
+    v' Hess(U) v (U = -log pi, a Rademacher probe v) on a second minibatch drawn from
+    `chain_key` and `step`: those of the chain restricted to `mask` (gradients and probe on
+    the selected coordinates)."""
+    def measure(state, new_state, info, position, batch, chain_key, step, hyper, center,
+                mask):
         step_size, gamma, nbeta = hyper
 
         def density_and_grad(flat):
@@ -827,20 +858,20 @@ def _measurements(log_target, problem: Problem, data, batch_size: int):
 
         log_acceptance = mala_log_acceptance(
             state.position, new_state.position, info, density_and_grad, step_size
-        )
+        ) if acceptance else jnp.asarray(jnp.nan, info.aux.dtype)
         batch_key, probe_key = jax.random.split(
             jax.random.fold_in(jax.random.fold_in(chain_key, step), 1)
         )
         other_batch = problem.take(
             jax.random.randint(batch_key, (batch_size,), 0, problem.n), data
         )
-        probe = jnp.where(mask, jax.random.rademacher(probe_key, state.position.shape,
+        probe = jnp.where(mask, jax.random.rademacher(probe_key, position.shape,
                                                       info.aux.dtype), 0.0)
 
         def other_gradient(flat):
             return jax.grad(lambda w: log_target(w, other_batch, gamma, nbeta, center)[0])(flat)
 
-        other, curvature = jax.jvp(other_gradient, (state.position,), (probe,))
+        other, curvature = jax.jvp(other_gradient, (position,), (probe,))
         # U = -log pi: grad U . grad' U = g . g', Laplacian = -v' Hess(log pi) v
         return log_acceptance, jnp.dot(info.gradient, other), -jnp.dot(probe, curvature)
 
@@ -849,29 +880,55 @@ def _measurements(log_target, problem: Problem, data, batch_size: int):
 
 class _Shared(NamedTuple):
     """What every chain of a chunk program reads (its arguments, not constants): the centres
-    (one row each), the per-example losses at each centre, L_n at each centre, the data."""
+    (one row each), the per-example losses at each centre, L_n at each centre, the data, and
+    with control variates (`slt.samplers.SGHMC`) grad L_n at each centre (one row each)."""
 
     centers: jax.Array
     center_losses: jax.Array
     reference_losses: jax.Array
     data: dict
+    center_gradients: jax.Array | None = None
+
+
+def _stochastic_kernel(sampler) -> SGLDKernel:
+    """The step of a stochastic-gradient sampler: SGLD's (with its preconditioner) or SGHMC's
+    (with its friction)."""
+    if isinstance(sampler, SGHMC):
+        return sghmc(sampler.friction)
+    return sgld(sampler.preconditioner)
+
+
+def _control_variates(sampler) -> bool:
+    """Whether the chains' minibatch gradients are taken relative to the centre."""
+    return isinstance(sampler, SGHMC) and sampler.control_variates
+
+
+def _center_gradients(problem: Problem, centers) -> jax.Array:
+    """grad L_n at every centre (rows of `centers`), on the full data (evaluated in chunks of
+    examples: `Problem.loglik`)."""
+    gradient = jax.jit(jax.grad(lambda flat, data: jnp.mean(_losses(problem, flat, data))))
+    return jnp.stack([gradient(center, problem.data) for center in centers])
 
 
 def _run_chunk(config: _Config, carry: _Carry, chain_keys, per_chain, shared: _Shared,
                first_step, watch: _Watch | None = None):
-    """`chunk_size` SGLD steps of every chain from `first_step`. The data are an argument (not
-    constants of the compiled program): compile time and memory do not grow with them; so are
+    """`chunk_size` SGLD or SGHMC steps of every chain from `first_step`. The data are an
+    argument (not constants of the compiled program): compile time and memory do not grow
+    with them; so are
     the centres (one row each; `per_chain` holds each chain's index into them, and its mask:
     every chain is restricted, to all coordinates when unrestricted, so that a restriction to
     every weight is bitwise the unrestricted run), and the observed examples (`watch`; None:
     nothing observed, and nothing of it in the program)."""
     problem = config.problem
-    centers, center_losses, reference_losses, data = shared
+    centers, center_losses, reference_losses, data, center_gradients = shared
     steps_per_epoch = problem.n // config.batch_size
     threshold = divergence_threshold(problem.dim)
-    algorithm = sgld(config.sampler.preconditioner)
+    algorithm = _stochastic_kernel(config.sampler)
     log_target = _local_log_target(problem, config.include_prior)
-    measurements = _measurements(log_target, problem, data, config.batch_size)
+    relative_target = _with_control_variates(log_target, problem)
+    measurements = _measurements(log_target, problem, data, config.batch_size,
+                                 acceptance=isinstance(config.sampler, SGLD))
+    evaluates_at_end = isinstance(config.sampler, SGHMC)
 
     def chain_step(state: SGLDState, diverged_at, chain_key, per_chain_values, center,
                    reference_loss, step):
@@ -881,18 +938,25 @@ def _run_chunk(config: _Config, carry: _Carry, chain_keys, per_chain, shared: _S
         indices = epoch_indices(jax.random.fold_in(chain_key, 1), step // steps_per_epoch,
                                 first + jnp.arange(config.batch_size), problem.n)
         batch = problem.take(indices, data)
-        new_state, info = algorithm.step(
-            jax.random.fold_in(chain_key, step), state,
-            lambda flat: log_target(flat, batch, gamma, nbeta, center), step_size, mask,
-        )
+
+        def step_target(flat):
+            if center_gradients is None:
+                return log_target(flat, batch, gamma, nbeta, center)
+            return relative_target(flat, batch, center_gradients[center_index], gamma, nbeta,
+                                   center)
+
+        new_state, info = algorithm.step(jax.random.fold_in(chain_key, step), state,
+                                         step_target, step_size, mask)
         loss = info.aux
+        # where the step evaluated its minibatch: SGLD where it starts, SGHMC where it ends
+        evaluated = new_state.position if evaluates_at_end else state.position
 
         def diagnostics():
-            return measurements(state, new_state, info, batch, chain_key, step, hyper, center,
-                                mask)
+            return measurements(state, new_state, info, evaluated, batch, chain_key, step,
+                                hyper, center, mask)
 
-        mala_every = config.sampler.mala_every
-        measure = (mala_every > 0) & (step % max(mala_every, 1) == 0)
+        every = config.sampler.measure_every
+        measure = (every > 0) & (step % max(every, 1) == 0)
         nan = jnp.asarray(jnp.nan, loss.dtype)
         log_acceptance, gradient_product, laplacian = jax.lax.cond(
             measure, diagnostics, lambda: (nan, nan, nan)
@@ -913,8 +977,8 @@ def _run_chunk(config: _Config, carry: _Carry, chain_keys, per_chain, shared: _S
             jnp.where(stopped, nan, log_acceptance),
             jnp.where(stopped, nan, gradient_product),
             jnp.where(stopped, nan, laplacian),
-            jnp.linalg.norm(state.position - center),
-            jnp.where(stopped, nan, -jnp.dot(state.position - center, info.gradient)),
+            jnp.linalg.norm(evaluated - center),
+            jnp.where(stopped, nan, -jnp.dot(evaluated - center, info.gradient)),
         )
         return new_state, diverged_at, record
 
@@ -943,7 +1007,7 @@ def _run_exact_chunk(config: _Config, carry: _Carry, chain_keys, per_chain, shar
     acceptance probability of every step, the temperature's terms every `MEASURE_EVERY`
     steps. The arguments are `_run_chunk`'s (`shared.center_losses` unused: the losses are
     exact)."""
-    centers, _, reference_losses, data = shared
+    centers, reference_losses, data = shared.centers, shared.reference_losses, shared.data
     problem, sampler = config.problem, config.sampler
     threshold = divergence_threshold(problem.dim)
     log_target = _local_log_target(problem, config.include_prior)

@@ -179,7 +179,7 @@ def test_the_estimators_refuse_what_is_not_a_value(recorded):
         slt.llc(problem, params, jax.random.key(0), plan={"num_chains": 2})
     with pytest.raises(slt.InputError, match="posterior must be a slt.LocalPosterior"):
         slt.loss_kernel(problem, params, jax.random.key(0), np.arange(3), posterior=1.0)
-    with pytest.raises(slt.InputError, match="llc_calibrate chooses SGLD's step size"):
+    with pytest.raises(slt.InputError, match="llc_calibrate chooses SGLD's or SGHMC's step size"):
         slt.llc_calibrate(problem, params, jax.random.key(0), sampler=SGLD(step_size=1e-3))
     with pytest.raises(TypeError, match="num_chains"):
         slt.llc(problem, params, jax.random.key(0), num_chains=2)  # the old keywords are gone

@@ -23,16 +23,6 @@ from slt.samplers import HMC, MALA
 PLAN = slt.RunPlan(num_chains=4, num_warmup=400, num_samples=1500, progress=False)
 
 
-@pytest.fixture(scope="module")
-def regression():
-    spec = models.linear_regression(3)
-    data = spec.simulate(jax.random.key(0), {"w": jnp.array([1.0, -1.0, 0.5])}, 2000)
-    problem = spec.problem(data)
-    X, y = np.asarray(data["x"], float), np.asarray(data["y"], float)
-    w_hat = np.linalg.lstsq(X, y, rcond=None)[0]
-    return problem, X, y, {"w": jnp.asarray(w_hat)}
-
-
 def _quiet_llc(*args, **kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -87,7 +87,7 @@ from slt.estimators.local.posterior import (
 )
 from slt.problem import Params, Problem
 from slt.results import Persistable
-from slt.samplers.config import SGLD, RunPlan
+from slt.samplers.config import SGHMC, SGLD, RunPlan, StochasticGradient
 from slt.samplers.local_chains import ChainTargets, configurational_temperature, run_chains
 from slt.samplers.sgld import RMSPROP_DAMPING
 from slt.validation import InputError
@@ -260,9 +260,10 @@ def llc_calibrate(
       >>> 1e-3 <= low <= found.step_size <= high <= 1e-2, len(found.table)
       (True, 2)
     """
-    if not isinstance(sampler, SGLD) or sampler.calibration is None:
-        raise InputError(f"llc_calibrate chooses SGLD's step size: give sampler=SGLD() (step "
-                         f"size 'auto') or SGLD(step_size=Calibration(...)), got {sampler!r}")
+    if not isinstance(sampler, StochasticGradient) or sampler.calibration is None:
+        raise InputError(f"llc_calibrate chooses SGLD's or SGHMC's step size: give "
+                         f"sampler=SGLD() (step size 'auto') or SGLD(step_size="
+                         f"Calibration(...)), the same for SGHMC, got {sampler!r}")
     posterior = check_local_run(problem, params, key, posterior, sampler)
     sweep_options = sampler.calibration
     gammas = np.asarray([posterior.gamma] if sweep_options.gammas is None
@@ -275,15 +276,17 @@ def llc_calibrate(
     if step_sizes is None:
         noise_limit = (sweep_options.max_noise_ratio / noise_per_step if noise_per_step > 0
                        else np.inf)
-        step_sizes = default_step_sizes(nbeta, sampler.preconditioner, noise_limit,
-                                        sweep_options.choice)
+        step_sizes = default_step_sizes(nbeta, getattr(sampler, "preconditioner", None),
+                                        noise_limit, sweep_options.choice)
     step_sizes = np.asarray(step_sizes, dtype=float)
     min_acceptance = sweep_options.min_acceptance
     max_noise_ratio = sweep_options.max_noise_ratio
     max_temperature_deviation = sweep_options.max_temperature_deviation
     chains_per_candidate = sweep_options.chains_per_candidate
     num_warmup, num_samples = sweep_options.num_warmup, sweep_options.num_samples
-    sweeping = replace(sampler, mala_every=CALIBRATION_MALA_EVERY, extrapolate=False)
+    sweeping = (replace(sampler, measure_every=CALIBRATION_MALA_EVERY)
+                if isinstance(sampler, SGHMC) else
+                replace(sampler, mala_every=CALIBRATION_MALA_EVERY, extrapolate=False))
     grid_steps, grid_gammas = _candidate_grid(step_sizes, gammas)
 
     spent = [0]
@@ -308,7 +311,8 @@ def llc_calibrate(
         rows = []
         for index, (step_size, gamma_value) in enumerate(zip(steps, sweep_gammas, strict=True)):
             chains = slice(index * chains_per_candidate, (index + 1) * chains_per_candidate)
-            row = _assess(trace, chains, warmup, nbeta, min_acceptance, max_temperature_deviation)
+            row = _assess(trace, chains, warmup, nbeta, min_acceptance,
+                          max_temperature_deviation, sampler)
             row["noise_ratio"] = noise_per_step * step_size
             quiet = row["noise_ratio"] <= max_noise_ratio
             row["passes"] = row["passes"] and quiet
@@ -546,7 +550,7 @@ def gradient_noise_ratio(
     step_size: float,
     *,
     nbeta: float,
-    sampler: SGLD,
+    sampler: SGLD | SGHMC,
     mask=None,
 ) -> float:
     """r(eps): minibatch gradient noise relative to the injected Langevin noise, at w*.
@@ -560,7 +564,12 @@ def gradient_noise_ratio(
 
     G = 1 without preconditioning; for RMSprop G_j = 1 / (delta + sqrt(v_j)) with v_j the
     stationary mean square of the scaled gradient, (n beta)^2 (mean_j^2 + Var_b(g_j)); b and
-    the preconditioner are `sampler`'s (an `SGLD`).
+    the preconditioner are `sampler`'s.
+    SGHMC (`slt.samplers.SGHMC`) adds about h (n beta) (grad L_b - grad L_n) (h^2 = eps) to
+    its momentum a step, against injected noise of variance 1 - e^-2a (a the friction):
+    r = eps / ((1 - e^-2a) d) sum_j (n beta)^2 Var_b(g_j). With control variates its noise
+    at w* is 0 (the minibatch gradient is taken relative to w*), and so is r: the sweep's
+    configurational temperature sees the noise the chains meet away from w*.
     Var_i is estimated from the per-example gradients of 512 examples evenly spaced through the
     data (`slt.estimators.local.center.measure_center`). With a
     `mask` (flat booleans: a restricted run) d and the sum count the selected weights only.
@@ -570,6 +579,12 @@ def gradient_noise_ratio(
     variance = jnp.maximum(mean_square - mean**2, 0.0)
     b = min(sampler.batch_size, problem.n)
     minibatch_variance = variance / b * (problem.n - b) / max(problem.n - 1, 1)
+    if isinstance(sampler, SGHMC):
+        if sampler.control_variates:
+            return 0.0
+        per_weight = minibatch_variance if mask is None else minibatch_variance[np.asarray(mask)]
+        injected = -np.expm1(-2 * sampler.friction)
+        return float(step_size / injected * nbeta**2 * jnp.mean(per_weight))
     if sampler.preconditioner == "rmsprop":
         stationary_square = nbeta**2 * (mean**2 + minibatch_variance)
         diagonal = 1.0 / (RMSPROP_DAMPING + jnp.sqrt(stationary_square))
@@ -581,13 +596,18 @@ def gradient_noise_ratio(
     return float(step_size / 4 * nbeta**2 * jnp.mean(per_weight))
 
 
-def _assess(trace, chains, num_warmup, nbeta, min_acceptance, max_temperature_deviation) -> dict:
+def _assess(trace, chains, num_warmup, nbeta, min_acceptance, max_temperature_deviation,
+            sampler) -> dict:
     """The criterion's checks 1, 2, 3 and 5 for one candidate's chains, whether they settled,
     and whether only settling keeps them from passing ("waiting")."""
     diverged = bool(np.any(trace.diverged_at[chains] >= 0))
     values = nbeta * (trace.loss[chains, num_warmup:] - trace.center_loss[chains, num_warmup:])
     acceptance = np.exp(trace.log_acceptance[chains, num_warmup:])
-    mala = float(np.nanmean(acceptance)) if np.isfinite(acceptance).any() else 0.0
+    # NaN where the sampler has no acceptance (SGHMC): the check does not apply; a chain
+    # that measures none for another reason (it diverged) has failed already
+    mala = (float(np.nanmean(acceptance)) if np.isfinite(acceptance).any() else
+            float("nan") if isinstance(sampler, SGHMC) else 0.0)
+    acceptable = np.isnan(mala) or mala >= min_acceptance
     temperature, temperature_se = configurational_temperature(
         trace.gradient_product[chains, num_warmup:], trace.laplacian[chains, num_warmup:]
     )
@@ -621,7 +641,7 @@ def _assess(trace, chains, num_warmup, nbeta, min_acceptance, max_temperature_de
         "temperature_se": temperature_se,
         "diverged": False,
         "settled": settled,
-        "passes": bool(mala >= min_acceptance and settled and temperate),
+        "passes": bool(acceptable and settled and temperate),
         # what only settling keeps from passing (the noise criterion is checked by the caller)
-        "waiting": bool(mala >= min_acceptance and not settled and not hot),
+        "waiting": bool(acceptable and not settled and not hot),
     }

@@ -168,8 +168,9 @@ def diagnose(result, kept: np.ndarray) -> list[tuple[type[LocalRunWarning], str]
         steps = ", ".join(str(int(s)) for s in result.diverged_at[diverged])
         add(DivergedChains, f"{int(diverged.sum())} chain(s) diverged (at step {steps}) and "
             f"were stopped; try step_size={result.suggested_step_size:.3g}")
-    exact = result.sampler != "SGLD"  # Metropolis-adjusted: its acceptance costs no bias
-    if not exact and result.mala_acceptance < LOW_ACCEPTANCE:
+    exact = result.sampler in ("MALA", "HMC")  # Metropolis-adjusted
+    # SGLD only: an exact sampler's acceptance costs no bias, SGHMC's step has none
+    if result.sampler == "SGLD" and result.mala_acceptance < LOW_ACCEPTANCE:
         add(LowAcceptance, f"MALA acceptance {result.mala_acceptance:.2f} is low: the step "
             "size is too large; use a smaller one")
     if _motionless(result.distance_trace, result.nbeta):

@@ -50,7 +50,7 @@ from slt.estimators.local.posterior import (
 )
 from slt.problem import Params, Problem
 from slt.results import Persistable, warnings_note
-from slt.samplers.config import SGLD, RunPlan, Sampler
+from slt.samplers.config import SGLD, RunPlan, Sampler, StochasticGradient
 from slt.samplers.local_chains import (
     ChainTargets,
     ChainTrace,
@@ -84,7 +84,7 @@ class LLCResult(Persistable):
       init_loss: L_n(w*) on the full data.
       nbeta, step_size, gamma, batch_size, preconditioner: the configuration (an exact
         sampler's step_size: its adapted step, the median over chains; its batch_size: n).
-      sampler: the sampler's name: "SGLD", "MALA" or "HMC" (`slt.samplers`).
+      sampler: the sampler's name: "SGLD", "SGHMC", "MALA" or "HMC" (`slt.samplers`).
       num_warmup: the steps each chain ran before the kept draws (twice the argument after
         each `step_size="auto"` repetition); num_chains, num_samples (properties): the
         traces' shape, chains by draws kept per chain.
@@ -362,9 +362,9 @@ class LocalRun(NamedTuple):
 
 
 def calibrates(sampler: Sampler) -> bool:
-    """Whether `sampler`'s step size is chosen by `llc_calibrate` (SGLD with "auto" or a
-    `Calibration`)."""
-    return isinstance(sampler, SGLD) and sampler.calibration is not None
+    """Whether `sampler`'s step size is chosen by `llc_calibrate` (SGLD or SGHMC with "auto"
+    or a `Calibration`)."""
+    return isinstance(sampler, StochasticGradient) and sampler.calibration is not None
 
 
 class PartSettings(NamedTuple):
@@ -457,7 +457,8 @@ def local_runs(problem: Problem, centers: list[Params], parts: list[LocalPart],
     repeats = [0] * len(parts)
     notes: list[list[str]] = [list(notes) for _ in parts]
     repeat_when_hot = calibrates(sampler) and plan.checkpoint is None
-    batch_size = min(sampler.batch_size, problem.n) if isinstance(sampler, SGLD) else problem.n
+    batch_size = (min(sampler.batch_size, problem.n) if isinstance(sampler, StochasticGradient)
+                  else problem.n)
     extrapolated = bool(getattr(sampler, "extrapolate", False))
     spent = [0] * len(parts)
     measured = [measure_center(problem, center) for center in centers]

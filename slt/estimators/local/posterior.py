@@ -19,7 +19,7 @@ import numpy as np
 
 from slt.parts.select import leaf_masks
 from slt.problem import require_problem
-from slt.samplers.config import HMC, MALA, SGLD, RunPlan
+from slt.samplers.config import RunPlan, Sampler
 from slt.samplers.run_length import (
     MAX_DRIFT,
     MIN_RELATIVE_DRIFT,
@@ -130,8 +130,8 @@ def check_local_run(problem, params, key, posterior, sampler, plan=None) -> Loca
     require_params(problem, params)
     require_key(key)
     require_instance("posterior", posterior, LocalPosterior, "a slt.LocalPosterior")
-    require_instance("sampler", sampler, SGLD | MALA | HMC,
-                     "slt.samplers.SGLD, slt.samplers.MALA or slt.samplers.HMC")
+    require_instance("sampler", sampler, Sampler,
+                     "slt.samplers.SGLD, SGHMC, MALA or HMC")
     if plan is not None:  # llc_calibrate plans its own sweep
         require_instance("plan", plan, RunPlan, "a slt.RunPlan")
     return posterior.resolved(problem)
