@@ -179,6 +179,11 @@ class SGLD:
         """Steps between the diagnostics' measurements (`mala_every`)."""
         return self.mala_every
 
+    @property
+    def gradients_per_step(self) -> int:
+        """Minibatch gradients a chain step costs: 2 with `extrapolate` (the twin), else 1."""
+        return 2 if self.extrapolate else 1
+
 
 @dataclass(frozen=True)
 class SGHMC:
@@ -241,6 +246,12 @@ class SGHMC:
         the default `Calibration` with |T - 1| <= `SGHMC_MAX_HEATING`."""
         return _calibration(self.step_size, Calibration(
             max_temperature_deviation=SGHMC_MAX_HEATING))
+
+    @property
+    def gradients_per_step(self) -> int:
+        """Minibatch gradients a chain step costs: 2 with control variates (the second at
+        w*), else 1."""
+        return 2 if self.control_variates else 1
 
 
 def _calibration(step_size, default: Calibration | None = None) -> Calibration | None:

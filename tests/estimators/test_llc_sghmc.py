@@ -60,3 +60,19 @@ def test_calibration_of_sghmc_reads_the_temperature_only(regression):
     momentum = gradient_noise_ratio(problem, center, 1.0, nbeta=nbeta,
                                     sampler=SGHMC(friction=0.25, control_variates=False))
     assert momentum == pytest.approx(langevin * 4 / -np.expm1(-0.5), rel=1e-12)
+
+
+def test_control_variates_count_their_second_gradient(regression):
+    """Every chain step with control variates costs two minibatch gradients (at w and at w*):
+    `LLCResult.gradients` counts both."""
+    problem, _, _, center = regression
+    plan = slt.RunPlan(num_chains=2, num_warmup=10, num_samples=20, progress=False)
+    counted = {}
+    for control_variates in (True, False):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            counted[control_variates] = slt.llc(
+                problem, center, jax.random.key(0), plan=plan,
+                sampler=SGHMC(step_size=1e-4, control_variates=control_variates)).gradients
+    assert counted[False] == 2 * 30 * 256
+    assert counted[True] == 2 * counted[False]

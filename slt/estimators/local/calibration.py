@@ -296,7 +296,7 @@ def llc_calibrate(
         """Every candidate (steps[i], sweep_gammas[i]) run and assessed, in one program: its
         table rows, and whether each fails only by not having settled."""
         spent[0] += (steps.size * chains_per_candidate * (warmup + samples)
-                     * min(sampler.batch_size, problem.n))
+                     * min(sampler.batch_size, problem.n) * sweeping.gradients_per_step)
         trace = run_chains(
             problem, params, sweep_key,
             ChainTargets(step_size=steps, gamma=sweep_gammas, nbeta=np.full(steps.size, nbeta),

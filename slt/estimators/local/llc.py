@@ -126,7 +126,7 @@ class LLCResult(Persistable):
         selected (the weight-refined LLC; the others stayed at w*).
       gradients: the per-example gradients the estimate cost: every chain step of its runs
         (repetitions included) times the batch size (n for an exact sampler; twice for
-        extrapolated twins), plus the calibration's (`CalibrationResult.gradients`).
+        extrapolated twins and for SGHMC's control variates), plus the calibration's (`CalibrationResult.gradients`).
       stop_reason: why the run stopped where it did (`slt.samplers.run_length`): the planned
         draws made, the standard error's target reached, or the budget spent first.
       gradient_z, shortfall: whether w* is a minimum of L_n (`slt.estimators.local.center`):
@@ -314,7 +314,7 @@ def llc(
       key: PRNG key.
       posterior: the local posterior (`slt.LocalPosterior`; default gamma = 1,
         n beta = n / log n, no prior, every weight).
-      sampler: `slt.samplers.SGLD()` (default), `MALA()` or `HMC()`.
+      sampler: `slt.samplers.SGLD()` (default), `SGHMC()`, `MALA()` or `HMC()`.
       plan: `slt.RunPlan()` (default 4 chains started apart, warmup until stationary and
         draws until the standard error is 5% of lambda_hat, at least 1000 of each, at most
         10 000 steps: `slt.samplers.run_length`).
@@ -459,7 +459,7 @@ def local_runs(problem: Problem, centers: list[Params], parts: list[LocalPart],
     repeat_when_hot = calibrates(sampler) and plan.checkpoint is None
     batch_size = (min(sampler.batch_size, problem.n) if isinstance(sampler, StochasticGradient)
                   else problem.n)
-    extrapolated = bool(getattr(sampler, "extrapolate", False))
+    per_step = getattr(sampler, "gradients_per_step", 1)  # an exact sampler's: its batch, n
     spent = [0] * len(parts)
     measured = [measure_center(problem, center) for center in centers]
     scales = None if plan.start == "center" else [
@@ -482,7 +482,7 @@ def local_runs(problem: Problem, centers: list[Params], parts: list[LocalPart],
         for row, index in enumerate(pending):
             part = parts[index]
             own = _chains_of(trace, slice(row * num_chains, (row + 1) * num_chains), part.center)
-            spent[index] += own.loss.size * batch_size * (2 if extrapolated else 1)
+            spent[index] += own.loss.size * batch_size * per_step
             found, halve = None, False
             if repeat_when_hot and repeats[index] < AUTO_HALVINGS:
                 found, halve = _auto_run_problem(own, posterior.nbeta,
