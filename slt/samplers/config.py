@@ -6,11 +6,13 @@ optimiser (`optax.adam(learning_rate)`), slt's local estimators (`slt.llc`, `llc
 how long as values, each with its defaults in its definition and its fields checked when it is
 built (`InputError` naming the field):
 
-- the sampler: `SGLD` (stochastic gradients on minibatches; the default), or an exact,
-  full-batch sampler of the same local posterior, `MALA` or `HMC` (Metropolis-adjusted, built
-  on BlackJAX's kernels, step size and mass matrix adapted during the warmup): run one beside
-  SGLD to see whether SGLD's answer is right;
-- `Calibration`: how `SGLD(step_size="auto")` chooses its step size (`slt.llc_calibrate`);
+- the sampler: `SGLD` (stochastic gradients on minibatches; the default), `SGHMC` (momentum
+  and control variates on minibatches), or an exact, full-batch sampler of the same local
+  posterior, `MALA` or `HMC` (Metropolis-adjusted, built on BlackJAX's kernels, step size and
+  mass matrix adapted during the warmup): run one beside SGLD to see whether SGLD's answer is
+  right;
+- `Calibration`: how `SGLD(step_size="auto")` (and SGHMC's) chooses its step size
+  (`slt.llc_calibrate`);
 - `RunPlan`: how many chains, how long, in what chunks, with what checkpoint and progress.
 
 The estimand itself (gamma, n beta, the prior, the weights sampled) is a third value,
