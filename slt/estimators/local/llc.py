@@ -126,7 +126,8 @@ class LLCResult(Persistable):
         selected (the weight-refined LLC; the others stayed at w*).
       gradients: the per-example gradients the estimate cost: every chain step of its runs
         (repetitions included) times the batch size (n for an exact sampler; twice for
-        extrapolated twins and for SGHMC's control variates), plus the calibration's (`CalibrationResult.gradients`).
+        extrapolated twins and for SGHMC's control variates), plus the calibration's
+        (`CalibrationResult.gradients`).
       stop_reason: why the run stopped where it did (`slt.samplers.run_length`): the planned
         draws made, the standard error's target reached, or the budget spent first.
       gradient_z, shortfall: whether w* is a minimum of L_n (`slt.estimators.local.center`):
