@@ -874,6 +874,35 @@ def test_normal_crossing_expected_llc_equals_the_integral_over_the_plane(t, powe
     assert exact == pytest.approx(_expected_llc_in_the_plane(t, power, a, b, gamma), rel=1e-6)
 
 
+@pytest.mark.parametrize(
+    "t, powers, a, b, gamma", [(20.0, (1, 2), 1.1, 0.2, 1.0), (30.0, (3, 1), 0.9, -0.3, 2.0)]
+)
+def test_crossing_expected_llc_equals_the_integral_over_the_plane(t, powers, a, b, gamma):
+    """Against the plane itself on a 6001 x 6001 grid over |w_j| <= 9 / sqrt(gamma) (the
+    trapezoid rule converges geometrically for a smooth, Gaussian-tailed integrand: 12001
+    points a side move it by 1e-16; adaptive `dblquad` was 1e-5 to 1e-3 off here)."""
+    exact = truth.crossing_expected_llc(t, powers, second_moment=a, cross_moment=b,
+                                        gamma=gamma)
+    axis = np.linspace(-9, 9, 6001) / math.sqrt(gamma)
+    w1, w2 = np.meshgrid(axis, axis, indexing="ij")
+    z = w1 ** powers[0] * w2 ** powers[1]
+    energy = t * (a * z * z / 2 - b * z)
+    log_weight = -energy - gamma * (w1 * w1 + w2 * w2) / 2
+    weight = np.exp(log_weight - log_weight.max())
+    assert exact == pytest.approx(float(np.sum(energy * weight) / np.sum(weight)), rel=1e-9)
+
+
+def test_crossing_expected_llc_at_powers_one_is_the_equal_power_value():
+    """Two routes to the (1, 1) crossing: w1 integrated out given w2 (a Gaussian) against
+    z = w1 w2 with its K0 density."""
+    for t, b in ((20.0, 0.2), (587.0, 0.0), (587.0, -0.05)):
+        assert truth.crossing_expected_llc(t, (1, 1), second_moment=1.1, cross_moment=b) == (
+            pytest.approx(truth.normal_crossing_expected_llc(t, 1, second_moment=1.1,
+                                                             cross_moment=b), rel=1e-8))
+    with pytest.raises(ValueError, match="powers must be"):
+        truth.crossing_expected_llc(20.0, (2, 2))
+
+
 @pytest.mark.parametrize("power, gamma", [(1, 1.0), (2, 1.0), (2, 0.01)])
 def test_normal_crossing_expected_llc_approaches_its_leading_term(power, gamma):
     """lambda - 1 / (log t + (log(2/gamma) - gamma_E - lambda psi(lambda)) / lambda) is the

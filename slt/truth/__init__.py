@@ -29,7 +29,7 @@ Every public name is defined in one of the modules below and re-exported here: u
   regression, the tempered expected NLL (`linear_regression_tempered_expected_nll`) and
   WBIC (`linear_regression_wbic`);
 * `slt.truth.expected_llc`: the exact expectations of λ̂ at finite ``nβ``
-  (`normal_crossing_expected_llc`, `linear_regression_expected_llc`);
+  (`normal_crossing_expected_llc`, `crossing_expected_llc`, `linear_regression_expected_llc`);
 * `slt.truth.quadrature` (private): the one-dimensional log-integral engine behind the
   evidences of singular models;
 * `slt.truth._checks` (private): the argument checks the others share.
