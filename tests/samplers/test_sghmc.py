@@ -9,6 +9,7 @@ import scipy.linalg
 from slt.samplers import SGHMC
 from slt.samplers.sghmc import sghmc
 from slt.validation import InputError
+from tests.samplers.gaussian_runs import positions_on_a_gaussian
 
 
 def test_sghmc_samples_a_gaussian_exactly():
@@ -19,23 +20,10 @@ def test_sghmc_samples_a_gaussian_exactly():
     per-chain statistics: no autocorrelation model needed), the variance's error bar tight
     enough to see a 3% bias."""
     mean, scale = np.array([1.0, -2.0]), np.array([0.5, 2.0])
-    step_size, friction = 0.05, 0.1
-    algorithm = sghmc(friction)
-    num_chains, burn_in, num_steps = 64, 2_000, 20_000
-
-    def log_density(w):
-        return -0.5 * jnp.sum(((w - mean) / scale) ** 2), None
-
-    def run(key):
-        def step(state, k):
-            state, _ = algorithm.step(k, state, log_density, step_size)
-            return state, state.position
-
-        keys = jax.random.split(key, burn_in + num_steps)
-        _, positions = jax.lax.scan(step, algorithm.init(jnp.asarray(mean)), keys)
-        return positions[burn_in:]
-
-    positions = np.asarray(jax.vmap(run)(jax.random.split(jax.random.key(0), num_chains)))
+    num_chains = 64
+    positions = positions_on_a_gaussian(sghmc(0.1), mean, scale, 0.05, num_chains=num_chains,
+                                        burn_in=2_000, num_steps=20_000,
+                                        key=jax.random.key(0))
     per_chain_var, per_chain_mean = positions.var(axis=1), positions.mean(axis=1)
     variance_se = per_chain_var.std(axis=0, ddof=1) / np.sqrt(num_chains)
     mean_se = per_chain_mean.std(axis=0, ddof=1) / np.sqrt(num_chains)

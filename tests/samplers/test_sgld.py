@@ -5,6 +5,7 @@ import pytest
 
 from slt.samplers.noise import standard_normal
 from slt.samplers.sgld import SGLDInfo, mala_log_acceptance, sgld
+from tests.samplers.gaussian_runs import positions_on_a_gaussian
 
 
 def test_sgld_samples_a_gaussian():
@@ -14,23 +15,10 @@ def test_sgld_samples_a_gaussian():
     checked within 4 standard errors of the AR(1) chain (integrated autocorrelation time
     (1 + a) / (1 - a) for the mean, (1 + a^2) / (1 - a^2) for the variance)."""
     mean, scale = np.array([1.0, -2.0]), np.array([0.5, 2.0])
-    algorithm = sgld()
-    step_size, num_chains, burn_in, num_steps = 0.05, 64, 2_000, 20_000
-
-    def log_density(w):
-        return -0.5 * jnp.sum(((w - mean) / scale) ** 2), None
-
-    def run(key):
-        def step(state, k):
-            state, _ = algorithm.step(k, state, log_density, step_size)
-            return state, state.position
-
-        keys = jax.random.split(key, burn_in + num_steps)
-        _, positions = jax.lax.scan(step, algorithm.init(jnp.asarray(mean)), keys)
-        return positions[burn_in:]
-
-    keys = jax.random.split(jax.random.key(0), num_chains)
-    draws = np.asarray(jax.vmap(run)(keys)).reshape(-1, 2)
+    step_size = 0.05
+    draws = positions_on_a_gaussian(sgld(), mean, scale, step_size, num_chains=64,
+                                    burn_in=2_000, num_steps=20_000,
+                                    key=jax.random.key(0)).reshape(-1, 2)
     a = 1 - step_size / (2 * scale**2)
     variance = scale**2 / (1 - step_size / (4 * scale**2))
     size = draws.shape[0]
