@@ -110,6 +110,8 @@ def test_llc_options_build_the_values():
     assert _llc_values("--sampler", "mala")[1] == slt.samplers.MALA()
     assert _llc_values("--sampler", "hmc", "--step-size", "0.01")[1] == slt.samplers.HMC(
         step_size=0.01)
+    assert _llc_values("--sampler", "sghmc", "--batch-size", "64")[1] == slt.samplers.SGHMC(
+        batch_size=64)
 
 
 def test_llc_batch_size_needs_sgld(regression_csv, tmp_path, capsys):

@@ -143,8 +143,9 @@ def local_values(args: argparse.Namespace) -> tuple[LocalPosterior, Sampler, Run
     fields = {} if args.step_size is None else {"step_size": args.step_size}
     if args.batch_size is not None:
         if not issubclass(kind, StochasticGradient):
-            raise UsageError(f"--batch-size sets SGLD's minibatches; --sampler {args.sampler} "
-                             "uses all the data: drop --batch-size or use --sampler sgld")
+            raise UsageError(f"--batch-size sets SGLD's and SGHMC's minibatches; --sampler "
+                             f"{args.sampler} uses all the data: drop --batch-size or use "
+                             "--sampler sgld or sghmc")
         fields["batch_size"] = args.batch_size
     return (
         replace(DEFAULTS["posterior"], gamma=args.gamma),
