@@ -13,10 +13,12 @@ gamma = 1, n beta = n / log n), and, for comparison, the loss kernel with 16 cha
 key: the largest |z| = |estimate - exact| / reported standard error over the entries, the
 diagonal's relative errors, the run's temperatures and warnings.
 
-    python -m benchmarks.observed_defaults [KEYS...] [--chains=4,16] [--sampler=sgld|mala|hmc]
+    python -m benchmarks.observed_defaults [KEYS...] [--chains=4,16]
+        [--sampler=sgld|sghmc|mala|hmc]
 
-`--sampler` runs every estimator with that sampler instead of the default SGLD (the exact,
-full-batch `slt.samplers.MALA()` or `HMC()`, their step and mass adapted in the warmup).
+`--sampler` runs every estimator with that sampler instead of the default SGLD (`SGHMC()`, or
+the exact, full-batch `slt.samplers.MALA()` or `HMC()`, their step and mass adapted in the
+warmup).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ import slt
 
 N, D = 2000, 3
 TRUE_W = np.array([1.0, -0.5, 0.25])
-SAMPLERS = {"sgld": slt.samplers.SGLD(), "mala": slt.samplers.MALA(), "hmc": slt.samplers.HMC()}
+SAMPLERS = {"sgld": slt.samplers.SGLD(), "sghmc": slt.samplers.SGHMC(),
+            "mala": slt.samplers.MALA(), "hmc": slt.samplers.HMC()}
 KERNEL_EXAMPLES = np.array([0, 3, 7, 12, 25])
 BIF_TRAIN = np.array([1, 4, 9, 30])
 
