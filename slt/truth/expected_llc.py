@@ -170,14 +170,11 @@ def crossing_expected_llc(nbeta, powers, *, second_moment=1.0, cross_moment=0.0,
     for (1, 2) (14% below 1/4) and 0.1454 for (1, 3) (13% below 1/6).
 
     Args:
-      nbeta: t = nβ > 0.
+      nbeta, second_moment, cross_moment, gamma: as for `normal_crossing_expected_llc`.
       powers: (1, p) or (p, 1), p a positive integer.
-      second_moment: a > 0; 1 is the population value (``E[x²]``).
-      cross_moment: b, any finite number; 0 is the population value.
-      gamma: the localization strength γ > 0.
 
     Returns:
-      The exact ``t (E[L_n(w)] - L_n(0))`` as a Python float.
+      The exact ``t (E[L_n(w)] - L_n(0))``, a Python float.
 
     Raises:
       ValueError: powers other than (1, p) or (p, 1) (equal powers p > 1:
