@@ -83,11 +83,9 @@ class Calibration:
         minibatch-noise limit (`slt.estimators.local.calibration.default_step_sizes`).
       gammas: candidate localization strengths to calibrate as well; None: the local
         posterior's gamma only. With several, the smallest gamma with a passing step wins.
-      chains_per_candidate, num_warmup, num_samples: the size of each candidate's run. With
-        2 chains (the default) the fitted step varied by up to 2.21x over 5 keys on 12
-        networks, with 4 by at most 1.74x (the short runs' temperatures set it) at twice the
-        sweep's gradients: `Calibration(chains_per_candidate=4)` for a step that depends on
-        the key less.
+      chains_per_candidate, num_warmup, num_samples: the size of each candidate's run (4
+        chains: with 2, the fitted step varied by up to 2.21x over 5 keys, with 4 by at most
+        1.74x on the same 12 networks: the short runs' temperatures set it).
       min_acceptance: the MALA acceptance a candidate needs (0.9: each step's discretisation
         error is small).
       max_noise_ratio: the largest r(eps) = (eps / 4d) sum_j G_j (n beta)^2 Var_b(g_j)
@@ -102,14 +100,14 @@ class Calibration:
         `slt.estimators.local.calibration.fitted_step_size`); its default grid ends one grid
         factor above the noise limit. "largest": the former rule, grid included: the largest
         passing candidate. Measured over 5 keys on 12 networks (benchmarks/RESULTS.md, "The
-        calibrated step over keys"; float64 builds): "fitted" varied by 1.10x to 2.21x
-        (1.06x to 1.74x with 4 chains a candidate); "largest", on float32 builds, by
+        calibrated step over keys"; float64 builds): "fitted" varied by 1.06x to 1.74x
+        with 4 chains a candidate (1.10x to 2.21x with 2); "largest", on float32 builds, by
         2.15x to 4.64x at 7 of them and found no passing candidate on some keys at 2.
     """
 
     step_sizes: tuple[float, ...] | None = None
     gammas: tuple[float, ...] | None = None
-    chains_per_candidate: int = 2
+    chains_per_candidate: int = 4
     num_warmup: int = 500
     num_samples: int = 1000
     min_acceptance: float = 0.9

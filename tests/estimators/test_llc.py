@@ -138,9 +138,9 @@ def test_the_fitted_step_lands_where_the_langevin_temperature_reaches_its_bound(
     eps h = 4 delta / (1 + delta) (0.36 for delta = 0.1). No minibatch noise, and MALA
     accepts nearly every step there: the temperature binds, and the fitted step's interval
     holds the exact one and is narrower than the candidates' spacing (measured over keys
-    8..15 with the default 2 chains a candidate: steps 0.0061..0.0077 against the exact
-    0.0073, the interval's high / low 1.23..1.51; with 4 chains 0.0067..0.0074,
-    1.17..1.51)."""
+    8..15 with the default 4 chains a candidate: steps 0.0067..0.0074 against the exact
+    0.0073, the interval's high / low 1.17..1.51; with 2 chains steps 0.0061..0.0077,
+    1.23..1.51)."""
     dim, nbeta, grid = 2, 50.0, 10 ** (1 / FIT_POINTS_PER_DECADE)
     candidates = np.logspace(np.log10(0.05), np.log10(1.6), 7) / nbeta
     calibration = slt.llc_calibrate(

@@ -152,7 +152,7 @@ def test_auto_step_size_calibrates_each_part_on_its_own(linear_case):
     parts = {"w0": {"w": np.array([True, False, False])}, "all": {"w": True}}
     # the mechanics of per-part calibration, on short sweeps of 2 chains a candidate: the
     # w0-only chains read hot in them (T 1.31-1.40 +- 0.10-0.15 over 400 + 400 steps, 1.09 +-
-    # 0.01 over 8 x 9000), which 4 chains a candidate reject at both steps
+    # 0.01 over 8 x 9000), which the default 4 chains a candidate reject at both steps
     sampler = SGLD(step_size=Calibration(num_samples=400, num_warmup=400,
                                          step_sizes=[1e-4, 3e-4], chains_per_candidate=2))
     with warnings.catch_warnings():

@@ -43,9 +43,9 @@ to the grid, the noise averaged over candidates (the fitted curve meets the boun
 T - 1 <= `max_temperature_deviation`, with no 2 se allowance: the fit is what removes the
 noise). Among the steps whose bias the bounds accept, the largest mixes best (effective draws
 per gradient grow as eps). Measured on the same points and keys (built in float64): with 2
-chains a candidate (the default) 1.10x to 2.21x over 5 keys at 12 points (within 2x at 10);
-the fitted temperature curve's noise sets the spread: with 4 chains a candidate (twice the
-sweep's gradients) 1.06x to 1.74x at the same 12 points; every key calibrates. The result
+chains a candidate 1.10x to 2.21x over 5 keys at 12 points (within 2x at 10); the fitted
+temperature curve's noise set the spread, so the default is 4 chains a candidate (twice the
+sweep's gradients): 1.06x to 1.74x at the same 12 points, and every key calibrates. The result
 reports the interval the step would move over if the curves moved by 2 of their standard
 errors (`CalibrationResult.interval`) and the bound that set it (`limit`). Its grid ends one
 grid factor above the noise limit, so the candidates straddle the edge they measure, and
