@@ -576,26 +576,26 @@ def gradient_noise_ratio(
     data (`slt.estimators.local.center.measure_center`). With a
     `mask` (flat booleans: a restricted run) d and the sum count the selected weights only.
     """
+    if isinstance(sampler, SGHMC) and sampler.control_variates:
+        return 0.0  # no need to measure the centre
     measured = measure_center(problem, params)
     mean, mean_square = measured.mean, measured.mean_square
     variance = jnp.maximum(mean_square - mean**2, 0.0)
     b = min(sampler.batch_size, problem.n)
     minibatch_variance = variance / b * (problem.n - b) / max(problem.n - 1, 1)
+    # the noise a step adds against the injected noise's variance: SGLD's eps / 4 (G-scaled),
+    # SGHMC's eps / (1 - e^-2a)
     if isinstance(sampler, SGHMC):
-        if sampler.control_variates:
-            return 0.0
-        per_weight = minibatch_variance if mask is None else minibatch_variance[np.asarray(mask)]
-        injected = -np.expm1(-2 * sampler.friction)
-        return float(step_size / injected * nbeta**2 * jnp.mean(per_weight))
-    if sampler.preconditioner == "rmsprop":
+        diagonal, injected = jnp.ones_like(mean), -np.expm1(-2 * sampler.friction)
+    elif sampler.preconditioner == "rmsprop":
         stationary_square = nbeta**2 * (mean**2 + minibatch_variance)
-        diagonal = 1.0 / (RMSPROP_DAMPING + jnp.sqrt(stationary_square))
+        diagonal, injected = 1.0 / (RMSPROP_DAMPING + jnp.sqrt(stationary_square)), 4
     else:
-        diagonal = jnp.ones_like(mean)
+        diagonal, injected = jnp.ones_like(mean), 4
     per_weight = diagonal * minibatch_variance
     if mask is not None:
         per_weight = per_weight[np.asarray(mask)]
-    return float(step_size / 4 * nbeta**2 * jnp.mean(per_weight))
+    return float(step_size / injected * nbeta**2 * jnp.mean(per_weight))
 
 
 def _assess(trace, chains, num_warmup, nbeta, min_acceptance, max_temperature_deviation,
