@@ -18,6 +18,7 @@ import pytest
 from hypothesis import settings
 
 from slt import models
+from slt.samplers.checkpoint import Checkpoint
 
 jax.config.update("jax_enable_x64", True)
 
@@ -28,6 +29,26 @@ settings.load_profile("slt")
 @pytest.fixture
 def key():
     return jax.random.key(0)
+
+
+@pytest.fixture
+def saves(monkeypatch):
+    """Records the `units_done` of every checkpoint written in this process;
+    `saves.interrupt_at = k` raises KeyboardInterrupt (as Ctrl-C would) just before write k + 1."""
+    original = Checkpoint.save
+    saved = []
+
+    def recording_save(self, *args, **kwargs):
+        if self.path is not None:
+            if len(saved) == recording_save.interrupt_at:
+                raise KeyboardInterrupt
+            saved.append(kwargs["units_done"])
+        original(self, *args, **kwargs)
+
+    recording_save.units = saved
+    recording_save.interrupt_at = None
+    monkeypatch.setattr(Checkpoint, "save", recording_save)
+    return recording_save
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ import pytest
 from run_cases import HOLD_AT, RUNS, assert_bitwise_equal, minimum, run_llc
 
 from slt import TemperedSGLD
-from slt.samplers.checkpoint import Checkpoint, CheckpointError, Interrupted
+from slt.samplers.checkpoint import CheckpointError, Interrupted
 
 RUN_CASES = Path(__file__).with_name("run_cases.py")
 KEY = jax.random.key(0)
@@ -29,26 +29,6 @@ KEY = jax.random.key(0)
 def _meta(path: Path) -> dict:
     with np.load(path) as archive:
         return json.loads(str(archive["meta"]))
-
-
-@pytest.fixture
-def saves(monkeypatch):
-    """Records the `units_done` of every checkpoint written in this process;
-    `saves.interrupt_at = k` raises KeyboardInterrupt (as Ctrl-C would) just before write k + 1."""
-    original = Checkpoint.save
-    saved = []
-
-    def recording_save(self, *args, **kwargs):
-        if self.path is not None:
-            if len(saved) == recording_save.interrupt_at:
-                raise KeyboardInterrupt
-            saved.append(kwargs["units_done"])
-        original(self, *args, **kwargs)
-
-    recording_save.units = saved
-    recording_save.interrupt_at = None
-    monkeypatch.setattr(Checkpoint, "save", recording_save)
-    return recording_save
 
 
 def _wait_for_units(process, path: Path, units: int, stderr, timeout: float = 240.0) -> None:

@@ -329,10 +329,10 @@ def test_observed_moments_are_those_of_the_draws_after_warmup(key):
                    observables=observables)
 
 
-def test_observed_moments_resume_from_a_checkpoint_bitwise(key, tmp_path, monkeypatch):
+def test_observed_moments_resume_from_a_checkpoint_bitwise(key, tmp_path, saves):
     """A run stopped after two chunks resumes from its checkpoint to the bitwise same
     summaries (they are part of the saved records)."""
-    from slt.samplers.checkpoint import Checkpoint, Interrupted
+    from slt.samplers.checkpoint import Interrupted
     from slt.samplers.local_chains import Observables
 
     problem, _ = _exponential_problem()
@@ -345,18 +345,10 @@ def test_observed_moments_resume_from_a_checkpoint_bitwise(key, tmp_path, monkey
                           plan=replace(plan, **options), observables=observables)
 
     whole = run()
-    save, saves = Checkpoint.save, []
-
-    def stop_after_two(self, *args, **kwargs):
-        if len(saves) == 2:
-            raise KeyboardInterrupt
-        saves.append(kwargs["units_done"])
-        save(self, *args, **kwargs)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(Checkpoint, "save", stop_after_two)
-        with pytest.raises(Interrupted):
-            run(checkpoint=path)
+    saves.interrupt_at = 2
+    with pytest.raises(Interrupted):
+        run(checkpoint=path)
+    saves.interrupt_at = None
     resumed = run(checkpoint=path)
     for got, expected in zip(resumed.moments, whole.moments, strict=True):
         np.testing.assert_array_equal(got, expected)

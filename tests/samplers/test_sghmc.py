@@ -112,13 +112,13 @@ def test_control_variates_are_unbiased_and_exact_at_the_centre(regression):
     np.testing.assert_allclose(mean, gradient(plain, elsewhere, full), rtol=1e-10, atol=1e-9)
 
 
-def test_sghmc_chains_resume_from_a_checkpoint_bitwise(regression, tmp_path, monkeypatch):
+def test_sghmc_chains_resume_from_a_checkpoint_bitwise(regression, tmp_path, saves):
     """The momentum is part of the saved state: a run stopped after one chunk resumes to the
     bitwise same trace."""
     from dataclasses import replace
 
     from slt import RunPlan
-    from slt.samplers.checkpoint import Checkpoint, Interrupted
+    from slt.samplers.checkpoint import Interrupted
     from slt.samplers.local_chains import ChainTargets, run_chains
 
     problem, key = regression[0], jax.random.key(1)
@@ -131,18 +131,10 @@ def test_sghmc_chains_resume_from_a_checkpoint_bitwise(regression, tmp_path, mon
                           plan=replace(plan, **options))
 
     whole = run()
-    save, saves = Checkpoint.save, []
-
-    def stop_after_one(self, *args, **kwargs):
-        if saves:
-            raise KeyboardInterrupt
-        saves.append(kwargs["units_done"])
-        save(self, *args, **kwargs)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(Checkpoint, "save", stop_after_one)
-        with pytest.raises(Interrupted):
-            run(checkpoint=tmp_path / "run.npz")
+    saves.interrupt_at = 1
+    with pytest.raises(Interrupted):
+        run(checkpoint=tmp_path / "run.npz")
+    saves.interrupt_at = None
     resumed = run(checkpoint=tmp_path / "run.npz")
     np.testing.assert_array_equal(resumed.loss, whole.loss)
     np.testing.assert_array_equal(resumed.final_position, whole.final_position)
