@@ -72,6 +72,7 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 import slt
+from benchmarks import rrr_gibbs
 from slt import models, truth
 from slt.samplers.run_length import trace_statistics
 
@@ -83,7 +84,10 @@ KEYS = (0, 1)
 # crossed in one trajectory of about 128 steps at the step the curved ones allow; 16 steps
 # left the chains spreading after 2000 steps (d = 146: |w - w0| 5.3 -> 6.3, T_v 0.49).
 REFERENCE_SAMPLER = slt.samplers.HMC(num_integration_steps=128)
-REFERENCE_PLAN = slt.RunPlan(num_chains=8, num_warmup=4000, num_samples=4000, progress=False)
+REFERENCE_PLAN = slt.RunPlan(num_chains=8, num_warmup=4000, num_samples=8000, progress=False)
+# The depth-2 networks are reduced-rank regressions: their estimand also by blocked Gibbs
+# sampling with exact Gaussian conditionals (benchmarks/rrr_gibbs.py), independent of HMC.
+GIBBS_RUN = {"num_chains": 8, "num_warmup": 1000, "num_samples": 20_000}
 MAX_RHAT = 1.05
 MIN_CHAINS_P = 0.01
 MAX_REFERENCE_SE = 0.015
@@ -186,6 +190,7 @@ def hmc_reference(reference: slt.Problem, w0: dict, key: jax.Array, gamma: float
     return {"llc": result.llc_mean, "se": result.std_error, "chains": result.llc_per_chain,
             "rhat": result.rhat, "distance_rhat": distance_rhat, "chains_p": chains_p,
             "ess": result.ess, "T": result.temperature, "T_v": result.virial_temperature,
+            "T_v_se": result.virial_temperature_std_error,
             "distance": (float(distance[:, :half].mean()), float(distance[:, half:].mean())),
             "acceptance": result.mala_acceptance, "step": result.step_size,
             "warnings": names, "counted": counted, "seconds": time.perf_counter() - start}
@@ -223,7 +228,11 @@ def run_network(index: int, widths: list[int], rank: int) -> tuple[list[dict], d
     mismatch = loss_mismatch(reference_problem, data, w0, jax.random.fold_in(key, 30))
     reference = hmc_reference(reference_problem, w0, jax.random.fold_in(key, 20), gamma, nbeta)
     reference.update(network=rows[0]["network"], d=problem.dim, exact=exact, local=local,
-                     rank_bound=rank_bound, mismatch=mismatch)
+                     rank_bound=rank_bound, mismatch=mismatch, gibbs=None)
+    if len(widths) == 3:
+        reference["gibbs"] = rrr_gibbs.gibbs_llc(
+            rrr_gibbs.Statistics.of(data, noise_scale=1.0), w0, nbeta=nbeta, gamma=gamma,
+            seed=index, **GIBBS_RUN)
     for row in rows:
         row["reference"], row["reference_se"] = reference["llc"], reference["se"]
         row["counted"] = reference["counted"]
@@ -246,14 +255,20 @@ def _row(row: dict) -> str:
 
 def _reference_row(ref: dict) -> str:
     chains = ", ".join(f"{value:.4g}" for value in ref["chains"])
+    gibbs = ref["gibbs"]
+    gibbs = "" if gibbs is None else (
+        f"{gibbs.mean:.4g} ± {gibbs.std_error:.2g} (R-hat {gibbs.rhat:.4f}, \\|w − w0\\| "
+        f"{gibbs.distance_mean:.3g}, its R-hat {gibbs.distance_rhat:.3f}; z "
+        f"{(ref['llc'] - gibbs.mean) / np.hypot(ref['se'], gibbs.std_error):+.1f})")
     return (f"| {ref['network']} | {ref['exact']:g} | {ref['local']:g} ({ref['rank_bound']:g}) "
             f"| {ref['llc']:.4g} ± {ref['se']:.2g} ({ref['se'] / ref['llc']:.2%}) | "
             f"{ref['llc'] / ref['exact'] - 1:+.1%} | {ref['llc'] / ref['local'] - 1:+.1%} | "
             f"{chains} | {ref['chains_p']:.2g} | {ref['rhat']:.4f} | {ref['distance_rhat']:.4f} "
-            f"| {ref['ess']:.0f} | {ref['T']:.3f} | {ref['T_v']:.3f} | {ref['distance'][0]:.3g}, "
+            f"| {ref['ess']:.0f} | {ref['T']:.3f} | {ref['T_v']:.3f} ± {ref['T_v_se']:.3f} | "
+            f"{ref['distance'][0]:.3g}, "
             f"{ref['distance'][1]:.3g} | {ref['acceptance']:.2f} | {ref['step']:.2g} | "
             f"{', '.join(ref['warnings']) or 'none'} | {ref['mismatch']:.1e} | "
-            f"{'yes' if ref['counted'] else 'NO'} | {ref['seconds']:.0f} |")
+            f"{'yes' if ref['counted'] else 'NO'} | {gibbs} | {ref['seconds']:.0f} |")
 
 
 def summary(rows: list[dict]) -> str:
@@ -288,8 +303,8 @@ def main() -> None:
           f"({REFERENCE_PLAN.num_warmup} + {REFERENCE_PLAN.num_samples})):\n")
     print("| network | λ (Aoyagi) | local λ (rank dΦ / 2) | reference ± se | vs Aoyagi | vs local "
           "| chains | chains' χ² p | R-hat | R-hat of \\|w − w0\\| | ESS | T | T_v | mean "
-          "\\|w − w0\\| by halves | acceptance | step | warnings | loss mismatch | counted | s |"
-          "\n" + "|---" * 20 + "|")
+          "\\|w − w0\\| by halves | acceptance | step | warnings | loss mismatch | counted | Gibbs "
+          "(depth 2): λ̂ ± se, z of HMC | s |\n" + "|---" * 21 + "|")
     for reference in references:
         print(_reference_row(reference))
     print()
