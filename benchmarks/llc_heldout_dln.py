@@ -39,12 +39,12 @@ through its last layer, moves in every direction). Near w0 the zero set of K is 
 c = m d_in + r (d_out - m). Upper bound: K >= 0 vanishes with its gradient on Z, so
 K <= C dist(w, Z)^2 and vol{K < eps} >= C' eps^(c/2): lambda <= c/2. Lower bound: if the
 Jacobian of Phi at w0 has rank k, k coordinates of Phi - P0 extend to a chart, K >= C''
-|u|^2 with u in R^k, and lambda >= k/2. The benchmark computes k (`jacobian_rank`) and checks
-k = c, so the local lambda is c/2. At rank 0 it is m d_in / 2 (W_1 = 0); where Phi is a
-submersion at w0 (k = d_in d_out) it is the regular d_in d_out / 2. This is the n -> infinity
-limit at fixed gamma only when the localizer's ball around w0 contains no more singular
-point; with gamma = 1 the flat directions are about 1 wide, and lambda_hat's finite-n
-estimand there differs from it: hence the HMC reference.
+|u|^2 with u in R^k, and lambda >= k/2. The benchmark reports k / 2 (`jacobian_rank`)
+beside c / 2; where k = c (all 8 held-out networks) the local lambda is c/2. At rank 0 it is
+m d_in / 2 (W_1 = 0); where Phi is a submersion at w0 (k = d_in d_out) it is the regular
+d_in d_out / 2. This is the n -> infinity limit at fixed gamma only when the localizer's ball
+around w0 contains no more singular point; with gamma = 1 the flat directions are about 1
+wide, and lambda_hat's finite-n estimand there differs from it: hence the HMC reference.
 
 Reported per (network, key): lambda_hat +- se; its error against the HMC reference in % and
 in combined standard errors; against Aoyagi's lambda; the named warnings, T, T_v, the step and
