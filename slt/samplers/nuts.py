@@ -11,13 +11,17 @@ likelihood is tempered.
 How: NumPyro's functional NUTS (`numpyro.infer.hmc.hmc` with `potential_fn_gen`), given the
 potential -(beta sum_i log p + log prior) on the flattened parameter vector. beta is a runtime
 argument of every chain, so the chains at every temperature run in one compiled program,
-compiled for `NUTS.num_chains` chains (`vmap`) and run once per temperature: vmapped chains
-advance in lockstep, each step costing the longest trajectory among them, and the hot chains'
+run chain by chain on a CPU and, on an accelerator, compiled for `NUTS.num_chains` chains
+(`vmap`) and run once per temperature (`NUTS.chain_method`). Vmapped chains advance in
+lockstep, each step costing the longest trajectory among them, and the hot chains'
 trajectories are far longer (Old Faithful K = 3, 4 chains at each of six temperatures, 150 +
 150 steps: 90 leapfrog steps per draw on average at beta = 0.045, up to 1023 at 0.18, 13–22
 at 0.7 and 1): all 24 chains in one vmap did 5.5 times the useful leapfrog steps, one group
-per temperature 2.5 times (benchmarks/RESULTS.md). Warm-up adapts each chain's step size and
-diagonal (or dense) mass matrix on its own (NumPyro's windowed adaptation). Steps are
+per temperature 2.5 times. On a CPU, where a vmapped step is not cheaper than the chains'
+steps one after another, one chain a program call took half the time (Old Faithful K = 4, 4
+chains at beta = 1 and at 1 / log n, 500 + 2000 steps, depth 7, 2 cores: 16.6 s against
+32.3 s, 16.5 against 35.9 CPU seconds; benchmarks/RESULTS.md). Warm-up adapts each chain's
+step size and diagonal (or dense) mass matrix on its own (NumPyro's windowed adaptation). Steps are
 `lax.scan`ned in chunks, compiled once per configuration; progress is shown between chunks.
 Working on the potential directly avoids model handlers: it needs no `handlers.scale` (which
 rejects beta <= 0) and serves `Problem.from_loss` as well as NumPyro models.
@@ -62,6 +66,9 @@ __all__ = [
 ]
 
 
+CHAIN_METHODS = ("auto", "sequential", "vectorized")
+
+
 @dataclass(frozen=True)
 class NUTS:
     """NumPyro's No-U-Turn sampler on the tempered posterior: how `sample_nuts` runs, and the
@@ -86,11 +93,19 @@ class NUTS:
         unconstrained coordinates (unless a starting point is given).
       chunk_size: steps per compiled chunk; progress is reported and the checkpoint written
         between chunks (the draws do not depend on it).
+      chain_method: "sequential" (each chain advanced by its own call of a one-chain
+        program), "vectorized" (the chains of one temperature in one `vmap`ped program, in
+        lockstep: each step costs the longest of their trajectories) or "auto" (the
+        default): sequential on a CPU, where it measured twice as fast, vectorized on an
+        accelerator, where the chains of one call run side by side (module doc). Both run
+        the same chains from the same keys, but their rounding differs, so a chain's draws
+        agree between the two only at first and then part (the dynamics is chaotic): the
+        same distribution, not the same numbers.
 
     Example:
       >>> NUTS(num_chains=2, num_warmup=500)
       NUTS(num_chains=2, num_warmup=500, num_samples=1000, target_acceptance=0.8, \
-max_tree_depth=10, dense_mass=False, init_radius=2.0, chunk_size=250)
+max_tree_depth=10, dense_mass=False, init_radius=2.0, chunk_size=250, chain_method='auto')
       >>> NUTS(num_samples=0)
       Traceback (most recent call last):
       slt.validation.InputError: num_samples must be an integer >= 1, got 0
@@ -109,8 +124,12 @@ max_tree_depth=10, dense_mass=False, init_radius=2.0, chunk_size=250)
     dense_mass: bool = False
     init_radius: float = 2.0
     chunk_size: int = 250
+    chain_method: str = "auto"
 
     def __post_init__(self):
+        if self.chain_method not in CHAIN_METHODS:
+            raise InputError(f"chain_method must be one of {', '.join(map(repr, CHAIN_METHODS))}, "
+                             f"got {self.chain_method!r}")
         for name, minimum in (("num_chains", 1), ("num_warmup", 0), ("num_samples", 1),
                               ("max_tree_depth", 1), ("chunk_size", 1)):
             set_field(self, name, require_int(name, getattr(self, name), minimum=minimum))
@@ -121,6 +140,13 @@ max_tree_depth=10, dense_mass=False, init_radius=2.0, chunk_size=250)
             raise InputError(f"dense_mass must be True or False, got {self.dense_mass!r}")
         set_field(self, "dense_mass", bool(self.dense_mass))
 
+    @property
+    def vectorized(self) -> bool:
+        """Whether the chains of one temperature run in one vmapped program (`chain_method`;
+        "auto": on an accelerator, not on a CPU)."""
+        if self.chain_method == "auto":
+            return jax.default_backend() != "cpu"
+        return self.chain_method == "vectorized"
 
 
 class NUTSDraws(NamedTuple):
@@ -292,8 +318,9 @@ def sample_nuts(
       key: PRNG key (starting points and chains).
       betas: inverse temperatures, a number or shape (B,), each >= 0 (beta = 0 samples the
         prior); the B x num_chains chains, those of one beta adjacent
-        (`np.repeat(betas, num_chains)`), run one beta's group after the other, every chunk,
-        by the same compiled program (module doc).
+        (`np.repeat(betas, num_chains)`), run one group (a beta's chains, or one chain:
+        `sampler.chain_method`) after the other, every chunk, by the same compiled program
+        (module doc).
       sampler: the chains' length and NUTS's settings (`NUTS`, its fields stated there).
       init: a starting point (unconstrained pytree) for every chain, or a (chains, dim) array
         of flat starting points (`Problem.ravel`), one per chain in the order above; by
@@ -343,9 +370,10 @@ def sample_nuts(
     _check_starts(problem, starts, betas)
     total = num_warmup + num_samples
     chunk_length = min(sampler.chunk_size, total)
-    # One vmapped group per temperature, all run by the one program compiled for
-    # `sampler.num_chains` chains (module doc: a group's step costs its slowest trajectory).
-    group = sampler.num_chains
+    # One group per temperature (vectorized: one program compiled for `sampler.num_chains`
+    # chains, a group's step costing its slowest trajectory) or per chain (sequential): module
+    # doc.
+    group = sampler.num_chains if sampler.vectorized else 1
     (init_fn, run_chunk, compile_time), compiled_before = _compiled(config, group,
                                                                      chunk_length)
     if compiled_before:

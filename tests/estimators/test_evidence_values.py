@@ -140,7 +140,8 @@ def test_values_normalise_their_fields_and_read_well():
     assert nuts.dense_mass is True
     assert repr(NUTS()) == (
         "NUTS(num_chains=4, num_warmup=1000, num_samples=1000, target_acceptance=0.8, "
-        "max_tree_depth=10, dense_mass=False, init_radius=2.0, chunk_size=250)")
+        "max_tree_depth=10, dense_mass=False, init_radius=2.0, chunk_size=250, "
+        "chain_method='auto')")
     assert repr(MAPFit(num_restarts=4.0)).startswith("MAPFit(num_restarts=4, init_radius=2.0")
     assert repr(Tempering(num_particles=200)).startswith(
         "Tempering(num_particles=200, num_copies=4, target_ess=0.95, kernel='auto'")
