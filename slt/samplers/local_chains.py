@@ -927,7 +927,7 @@ def _run_chunk(config: _Config, carry: _Carry, chain_keys, per_chain, shared: _S
     log_target = _local_log_target(problem, config.include_prior)
     relative_target = _with_control_variates(log_target, problem)
     measurements = _measurements(log_target, problem, data, config.batch_size,
-                                 acceptance=isinstance(config.sampler, SGLD))
+                                 acceptance=config.sampler.has_mala_check)
     evaluates_at_end = isinstance(config.sampler, SGHMC)
 
     def chain_step(state: SGLDState, diverged_at, chain_key, per_chain_values, center,

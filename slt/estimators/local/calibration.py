@@ -605,10 +605,10 @@ def _assess(trace, chains, num_warmup, nbeta, min_acceptance, max_temperature_de
     diverged = bool(np.any(trace.diverged_at[chains] >= 0))
     values = nbeta * (trace.loss[chains, num_warmup:] - trace.center_loss[chains, num_warmup:])
     acceptance = np.exp(trace.log_acceptance[chains, num_warmup:])
-    # NaN where the sampler has no acceptance (SGHMC): the check does not apply; a chain
+    # NaN where the sampler has no MALA check (SGHMC): the check does not apply; a chain
     # that measures none for another reason (it diverged) has failed already
     mala = (float(np.nanmean(acceptance)) if np.isfinite(acceptance).any() else
-            float("nan") if isinstance(sampler, SGHMC) else 0.0)
+            0.0 if sampler.has_mala_check else float("nan"))
     acceptable = np.isnan(mala) or mala >= min_acceptance
     temperature, temperature_se = configurational_temperature(
         trace.gradient_product[chains, num_warmup:], trace.laplacian[chains, num_warmup:]

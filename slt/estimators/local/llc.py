@@ -644,15 +644,16 @@ def summarise_trace(trace: ChainTrace, run: LocalRun, step_size: float, *, batch
         **({} if minimum is None else minimum._asdict()),
         gradients=int(gradients),
         stop_reason=str(trace.stop_reason[0]),
-    ), kept, notes)
+    ), kept, notes, sampler)
 
 
-def _with_warnings(result: LLCResult, kept: np.ndarray, notes) -> LLCResult:
-    """`result` with its warnings: `notes` (`RunNote`), then what its diagnostics earn
-    (`slt.estimators.local.diagnostics.diagnose`), each also issued as a Python warning of
-    its category (attributed to the caller of `llc`, `llc_table`, ...: `warn_caller`)."""
+def _with_warnings(result: LLCResult, kept: np.ndarray, notes, sampler: Sampler) -> LLCResult:
+    """`result` of a run with `sampler`, with its warnings: `notes` (`RunNote`), then what its
+    diagnostics earn (`slt.estimators.local.diagnostics.diagnose`), each also issued as a
+    Python warning of its category (attributed to the caller of `llc`, `llc_table`, ...:
+    `warn_caller`)."""
     found = [(RunNote, note if note.startswith("RunNote: ") else f"RunNote: {note}")
-             for note in notes] + diagnose(result, kept)
+             for note in notes] + diagnose(result, kept, sampler)
     for category, message in found:
         warn_caller(message, category)
     return replace(result, warnings=tuple(message for _, message in found))
