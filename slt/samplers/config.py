@@ -356,6 +356,13 @@ Sampler = SGLD | SGHMC | MALA | HMC
 StochasticGradient = SGLD | SGHMC
 
 
+def uses_control_variates(sampler: Sampler) -> bool:
+    """Whether `sampler` takes its minibatch gradients relative to the centre w* (SGHMC with
+    `control_variates`): its chains then need grad L_n(w*)
+    (`slt.samplers.ChainTargets.center_gradient`), and its minibatch noise at w* is 0."""
+    return isinstance(sampler, SGHMC) and sampler.control_variates
+
+
 @dataclass(frozen=True)
 class RunPlan:
     """How long the chains run, in what pieces, with what record.
