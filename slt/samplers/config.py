@@ -15,6 +15,13 @@ built (`InputError` naming the field):
   (`slt.llc_calibrate`);
 - `RunPlan`: how many chains, how long, in what chunks, with what checkpoint and progress.
 
+Each sampler says whether the MALA acceptance of its steps is a check on them
+(`has_mala_check`, a class attribute): only SGLD's. SGLD never rejects, and its step is a
+Langevin proposal whose MALA acceptance measures the step's discretisation error: its chains
+measure it, `llc_calibrate` bounds it and a low one earns `LowAcceptance`. SGHMC's momentum
+step has no such acceptance; an exact sampler's own acceptance is its Metropolis test, which
+costs no bias.
+
 The estimand itself (gamma, n beta, the prior, the weights sampled) is a third value,
 `slt.LocalPosterior`.
 
@@ -34,6 +41,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -157,8 +165,11 @@ class SGLD:
         every this many steps; 0: never (no temperature, no "auto" temperature check).
       extrapolate: Richardson extrapolation over twin chains at eps and eps / 2, removing the
         O(eps) bias at twice the work (`slt.samplers.local_chains`).
+      has_mala_check: True: the MALA acceptance of its proposals is measured and checked
+        (module doc).
     """
 
+    has_mala_check: ClassVar[bool] = True
     step_size: float | str | Calibration = "auto"
     batch_size: int = 256
     preconditioner: str | None = None
@@ -224,8 +235,10 @@ class SGHMC:
       batch_size: minibatch size b (capped at n).
       control_variates: take the minibatch gradient relative to w* (above).
       measure_every: measure the configurational temperature every this many steps; 0: never.
+      has_mala_check: False: a momentum step has no MALA acceptance (module doc).
     """
 
+    has_mala_check: ClassVar[bool] = False
     step_size: float | str | Calibration = "auto"
     friction: float = 0.1
     batch_size: int = 256
@@ -284,8 +297,10 @@ class MALA:
     Attributes:
       step_size: tau, or "auto" (adapted during the warmup).
       target_acceptance: the mean acceptance probability the adaptation aims at.
+      has_mala_check: False: its own acceptance is its Metropolis test (module doc).
     """
 
+    has_mala_check: ClassVar[bool] = False
     step_size: float | str = "auto"
     target_acceptance: float = 0.574
 
@@ -318,8 +333,10 @@ class HMC:
         full-data gradient).
       target_acceptance: the mean acceptance probability the adaptation aims at (0.8).
       mass_matrix: "diagonal" (adapted during the warmup) or None (the identity).
+      has_mala_check: False: its own acceptance is its Metropolis test (module doc).
     """
 
+    has_mala_check: ClassVar[bool] = False
     step_size: float | str = "auto"
     num_integration_steps: int = 16
     target_acceptance: float = 0.8
@@ -337,6 +354,13 @@ class HMC:
 Sampler = SGLD | SGHMC | MALA | HMC
 # The samplers that step on minibatch gradients without rejection (the others are exact).
 StochasticGradient = SGLD | SGHMC
+
+
+def uses_control_variates(sampler: Sampler) -> bool:
+    """Whether `sampler` takes its minibatch gradients relative to the centre w* (SGHMC with
+    `control_variates`): its chains then need grad L_n(w*)
+    (`slt.samplers.ChainTargets.center_gradient`), and its minibatch noise at w* is 0."""
+    return isinstance(sampler, SGHMC) and sampler.control_variates
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 The chains step with SGLD or SGHMC on minibatches (`slt.samplers.SGLD`, `SGHMC`: SGHMC with
 control variates takes its minibatch gradients relative to the centre, grad L_n at the
-centre computed once here) or with an exact sampler on the full data (`MALA`, `HMC`:
-`slt.samplers.exact`).
+centre given with the targets: `ChainTargets.center_gradient`) or with an exact sampler on
+the full data (`MALA`, `HMC`: `slt.samplers.exact`).
 
 The target of every chain is
 
@@ -85,7 +85,14 @@ from slt.precision import at_full_precision
 from slt.problem import Problem
 from slt.samplers import moments
 from slt.samplers.checkpoint import Checkpoint, join_records
-from slt.samplers.config import SGHMC, SGLD, RunPlan, Sampler, StochasticGradient
+from slt.samplers.config import (
+    SGHMC,
+    SGLD,
+    RunPlan,
+    Sampler,
+    StochasticGradient,
+    uses_control_variates,
+)
 from slt.samplers.exact import (
     MEASURE_EVERY,
     ExactState,
@@ -285,6 +292,10 @@ class ChainTargets(NamedTuple):
     keys: None (the run's key is split over all chains of all parts), or one PRNG key per
       part (a key array (P,)): each part's chains and start offsets draw from its own key
       only, as if it ran alone (module doc, "Randomness").
+    center_gradient: grad L_n at each centre on the full data, flat (C, d): one row per
+      centre of `center` (one row for one centre), as `slt.estimators.local.center.
+      measure_center` finds it (`CenterMeasurements.gradient`). Needed by SGHMC's control
+      variates (`slt.samplers.SGHMC`), unused by the other samplers; None: not given.
     """
 
     step_size: np.ndarray
@@ -295,6 +306,7 @@ class ChainTargets(NamedTuple):
     mask: np.ndarray | None = None
     start_scale: np.ndarray | None = None
     keys: jax.Array | None = None
+    center_gradient: np.ndarray | None = None
 
     @property
     def num_parts(self) -> int:
@@ -429,7 +441,8 @@ def run_chains(
                _initial_carry(config, starts, *observed))
     resumed = store.resume(initial)
     shared = _Shared(centers, center_losses, center_full_loss, problem.data,
-                     _center_gradients(problem, centers) if _control_variates(sampler) else None)
+                     _center_gradients(targets, centers) if uses_control_variates(sampler)
+                     else None)
     sharding = _chain_sharding(config.num_chains)
     # across processes, the arguments every chain reads are placed on all devices too
     replicated = None
@@ -898,16 +911,17 @@ def _stochastic_kernel(sampler) -> SGLDKernel:
     return sgld(sampler.preconditioner)
 
 
-def _control_variates(sampler) -> bool:
-    """Whether the chains' minibatch gradients are taken relative to the centre."""
-    return isinstance(sampler, SGHMC) and sampler.control_variates
-
-
-def _center_gradients(problem: Problem, centers) -> jax.Array:
-    """grad L_n at every centre (rows of `centers`), on the full data (evaluated in chunks of
-    examples: `Problem.loglik`)."""
-    gradient = jax.jit(jax.grad(lambda flat, data: jnp.mean(_losses(problem, flat, data))))
-    return jnp.stack([gradient(center, problem.data) for center in centers])
+def _center_gradients(targets: ChainTargets, centers) -> jax.Array:
+    """`targets.center_gradient`, grad L_n at every centre (rows of `centers`), in the
+    chains' dtype; a ValueError when it is missing or of another shape."""
+    if targets.center_gradient is None:
+        raise ValueError("SGHMC's control variates need grad L_n at the centre: give "
+                         "ChainTargets(center_gradient=...) (slt.estimators.local.center."
+                         "measure_center)")
+    if np.shape(targets.center_gradient) != centers.shape:
+        raise ValueError(f"center_gradient must have one row per centre, shape "
+                         f"{centers.shape}, got {np.shape(targets.center_gradient)}")
+    return jnp.asarray(targets.center_gradient, centers.dtype)
 
 
 def _run_chunk(config: _Config, carry: _Carry, chain_keys, per_chain, shared: _Shared,
@@ -927,7 +941,7 @@ def _run_chunk(config: _Config, carry: _Carry, chain_keys, per_chain, shared: _S
     log_target = _local_log_target(problem, config.include_prior)
     relative_target = _with_control_variates(log_target, problem)
     measurements = _measurements(log_target, problem, data, config.batch_size,
-                                 acceptance=isinstance(config.sampler, SGLD))
+                                 acceptance=config.sampler.has_mala_check)
     evaluates_at_end = isinstance(config.sampler, SGHMC)
 
     def chain_step(state: SGLDState, diverged_at, chain_key, per_chain_values, center,

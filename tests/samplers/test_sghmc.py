@@ -84,17 +84,14 @@ def test_control_variates_are_unbiased_and_exact_at_the_centre(regression):
     grad L_n(w*)) - gamma (w - w*): at w* it is the full-data gradient whatever the batch,
     and averaged over the disjoint batches that tile the data it is the full-data gradient
     at any w."""
-    from slt.samplers.local_chains import (
-        _center_gradients,
-        _local_log_target,
-        _with_control_variates,
-    )
+    from slt.estimators.local.center import measure_center
+    from slt.samplers.local_chains import _local_log_target, _with_control_variates
 
     problem = regression[0]
     plain = _local_log_target(problem, include_prior=False)
     relative = _with_control_variates(plain, problem)
     center = jnp.array([0.9, -1.1, 0.4])
-    center_gradient = _center_gradients(problem, center[None])[0]
+    center_gradient = measure_center(problem, problem.unravel(center)).gradient
     gamma, nbeta = 1.0, 250.0
 
     def gradient(target, flat, batch, *extra):
@@ -118,12 +115,14 @@ def test_sghmc_chains_resume_from_a_checkpoint_bitwise(regression, tmp_path, sav
     from dataclasses import replace
 
     from slt import RunPlan
+    from slt.estimators.local.center import measure_center
     from slt.samplers.checkpoint import Interrupted
     from slt.samplers.local_chains import ChainTargets, run_chains
 
     problem, key = regression[0], jax.random.key(1)
     center = {"w": jnp.array([1.0, -1.0, 0.5])}
-    targets = ChainTargets(np.array([1e-3]), np.array([1.0]), np.array([250.0]))
+    targets = ChainTargets(np.array([1e-3]), np.array([1.0]), np.array([250.0]),
+                           center_gradient=measure_center(problem, center).gradient[None])
     plan = RunPlan(num_chains=2, num_warmup=0, num_samples=30, chunk_size=10, progress=False)
 
     def run(**options):
@@ -140,3 +139,20 @@ def test_sghmc_chains_resume_from_a_checkpoint_bitwise(regression, tmp_path, sav
     np.testing.assert_array_equal(resumed.final_position, whole.final_position)
     assert np.all(np.isnan(whole.log_acceptance))  # a momentum step has no MALA acceptance
     assert np.isfinite(whole.gradient_product[:, ::10]).all()  # the temperature is measured
+
+
+def test_control_variates_need_the_gradient_at_the_centre(regression):
+    """SGHMC's control variates take grad L_n(w*) from the targets (`ChainTargets.
+    center_gradient`, as `measure_center` finds it): without it, or with a gradient of
+    another shape, the run is refused with the field named."""
+    from slt import RunPlan
+    from slt.samplers.local_chains import ChainTargets, run_chains
+
+    problem, key = regression[0], jax.random.key(1)
+    center = {"w": jnp.array([1.0, -1.0, 0.5])}
+    plan = RunPlan(num_chains=1, num_warmup=0, num_samples=2, progress=False)
+    for gradient in (None, np.zeros(3)):
+        targets = ChainTargets(np.array([1e-3]), np.array([1.0]), np.array([250.0]),
+                               center_gradient=gradient)
+        with pytest.raises(ValueError, match="center_gradient"):
+            run_chains(problem, center, key, targets, sampler=SGHMC(step_size=1e-3), plan=plan)

@@ -50,7 +50,6 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from slt.estimators.local.llc import LLCResult
 from slt.estimators.local.observed import (
     ObservedResult,
     block_std_error,
@@ -80,10 +79,8 @@ class BIFResult(ObservedResult, Persistable):
       std_error: its standard error (batch means), entrywise.
       correlation: Corr(l_i(w), l_q(w)) (scale-free; -correlation is the normalised BIF).
       rhat_train, rhat_query: R-hat of every example's loss.
-      num_samples: draws observed per chain; every: observed every this many steps.
-      moments: the chains' streaming summaries (x: training losses, y: query losses).
-      run: the `LLCResult` of the run (lambda_hat, n beta, step size, diagnostics).
-      warnings: the run's warnings, and R-hat above 1.1.
+      num_samples, every, moments, run, warnings: the run's (`ObservedResult`); in moments,
+        x: the training losses, y: the query losses.
     """
 
     train_indices: np.ndarray | None
@@ -95,11 +92,6 @@ class BIFResult(ObservedResult, Persistable):
     correlation: np.ndarray = field(repr=False)
     rhat_train: np.ndarray = field(repr=False)
     rhat_query: np.ndarray = field(repr=False)
-    num_samples: int
-    every: int
-    moments: moments.Moments = field(repr=False)
-    run: LLCResult = field(repr=False)
-    warnings: tuple[str, ...] = ()
 
     @property
     def train_labels(self) -> np.ndarray:

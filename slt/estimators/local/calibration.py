@@ -89,7 +89,7 @@ from slt.estimators.local.posterior import (
 )
 from slt.problem import Params, Problem
 from slt.results import Persistable
-from slt.samplers.config import SGHMC, SGLD, RunPlan, StochasticGradient
+from slt.samplers.config import SGHMC, SGLD, RunPlan, StochasticGradient, uses_control_variates
 from slt.samplers.local_chains import ChainTargets, configurational_temperature, run_chains
 from slt.samplers.sgld import RMSPROP_DAMPING
 from slt.validation import InputError
@@ -274,6 +274,9 @@ def llc_calibrate(
     nbeta = posterior.nbeta
     noise_per_step = gradient_noise_ratio(problem, params, 1.0, nbeta=nbeta, sampler=sampler,
                                           mask=mask)
+    # with control variates (no noise ratio to measure) the chains need grad L_n(w*)
+    center_gradient = (measure_center(problem, params).gradient[None]
+                       if uses_control_variates(sampler) else None)
     step_sizes = sweep_options.step_sizes
     if step_sizes is None:
         noise_limit = (sweep_options.max_noise_ratio / noise_per_step if noise_per_step > 0
@@ -304,7 +307,8 @@ def llc_calibrate(
             ChainTargets(step_size=steps, gamma=sweep_gammas, nbeta=np.full(steps.size, nbeta),
                          include_prior=posterior.include_prior,
                          mask=None if mask is None else np.broadcast_to(
-                             mask, (steps.size, mask.size))),
+                             mask, (steps.size, mask.size)),
+                         center_gradient=center_gradient),
             sampler=sweeping,
             plan=RunPlan(num_chains=chains_per_candidate, num_warmup=warmup,
                          num_samples=samples, progress=progress),
@@ -576,7 +580,7 @@ def gradient_noise_ratio(
     data (`slt.estimators.local.center.measure_center`). With a
     `mask` (flat booleans: a restricted run) d and the sum count the selected weights only.
     """
-    if isinstance(sampler, SGHMC) and sampler.control_variates:
+    if uses_control_variates(sampler):
         return 0.0  # no need to measure the centre
     measured = measure_center(problem, params)
     mean, mean_square = measured.mean, measured.mean_square
@@ -605,10 +609,10 @@ def _assess(trace, chains, num_warmup, nbeta, min_acceptance, max_temperature_de
     diverged = bool(np.any(trace.diverged_at[chains] >= 0))
     values = nbeta * (trace.loss[chains, num_warmup:] - trace.center_loss[chains, num_warmup:])
     acceptance = np.exp(trace.log_acceptance[chains, num_warmup:])
-    # NaN where the sampler has no acceptance (SGHMC): the check does not apply; a chain
+    # NaN where the sampler has no MALA check (SGHMC): the check does not apply; a chain
     # that measures none for another reason (it diverged) has failed already
     mala = (float(np.nanmean(acceptance)) if np.isfinite(acceptance).any() else
-            float("nan") if isinstance(sampler, SGHMC) else 0.0)
+            0.0 if sampler.has_mala_check else float("nan"))
     acceptable = np.isnan(mala) or mala >= min_acceptance
     temperature, temperature_se = configurational_temperature(
         trace.gradient_product[chains, num_warmup:], trace.laplacian[chains, num_warmup:]

@@ -11,8 +11,9 @@ the names).
 The checks, and why each threshold is where it is:
 
 - `DivergedChains`: a chain's loss became non-finite.
-- `LowAcceptance` (SGLD only): the mean MALA acceptance its proposals would have had is below
-  0.5: each step's discretisation error is large.
+- `LowAcceptance` (SGLD only: `has_mala_check`, `slt.samplers.config`): the mean MALA
+  acceptance its proposals would have had is below 0.5: each step's discretisation error is
+  large.
 - `BelowMinimum`: w* is not a minimum of L_n, found two ways. Its gradient: the score
   statistic exceeds its value at a population minimum by more than `MAX_GRADIENT_Z` (5) of
   its standard deviations *and* the shortfall of lambda_hat it causes exceeds
@@ -59,6 +60,7 @@ import numpy as np
 from scipy import stats
 
 from slt.estimators.local.posterior import drifting, trace_statistics
+from slt.samplers.config import Sampler, StochasticGradient
 
 __all__ = [
     "BelowMinimum",
@@ -150,13 +152,15 @@ def warning_name(message: str) -> str:
     return message.split(": ", 1)[0]
 
 
-def diagnose(result, kept: np.ndarray) -> list[tuple[type[LocalRunWarning], str]]:
+def diagnose(result, kept: np.ndarray,
+             sampler: Sampler) -> list[tuple[type[LocalRunWarning], str]]:
     """The warnings an `LLCResult` earns, as (category, message) pairs in a fixed order.
 
     Args:
       result: the run's `LLCResult` (its diagnostics filled in, `warnings` not yet).
       kept: the non-diverged chains' per-draw estimates n beta (L_b(w_t) - L_b(w*)),
         (chain, draw).
+      sampler: the sampler value the chains ran with (`slt.samplers`).
     """
     found = []
 
@@ -168,9 +172,8 @@ def diagnose(result, kept: np.ndarray) -> list[tuple[type[LocalRunWarning], str]
         steps = ", ".join(str(int(s)) for s in result.diverged_at[diverged])
         add(DivergedChains, f"{int(diverged.sum())} chain(s) diverged (at step {steps}) and "
             f"were stopped; try step_size={result.suggested_step_size:.3g}")
-    exact = result.sampler in ("MALA", "HMC")  # Metropolis-adjusted
-    # SGLD only: an exact sampler's acceptance costs no bias, SGHMC's step has none
-    if result.sampler == "SGLD" and result.mala_acceptance < LOW_ACCEPTANCE:
+    exact = not isinstance(sampler, StochasticGradient)  # Metropolis-adjusted
+    if sampler.has_mala_check and result.mala_acceptance < LOW_ACCEPTANCE:
         add(LowAcceptance, f"MALA acceptance {result.mala_acceptance:.2f} is low: the step "
             "size is too large; use a smaller one")
     if _motionless(result.distance_trace, result.nbeta):

@@ -34,6 +34,7 @@ import xarray as xr
 
 from slt.estimators.local.calibration import CalibrationResult, llc_calibrate
 from slt.estimators.local.center import (
+    CenterMeasurements,
     MinimumCheck,
     measure_center,
     minimum_check,
@@ -475,7 +476,7 @@ def local_runs(problem: Problem, centers: list[Params], parts: list[LocalPart],
             _targets(problem, posterior, [parts[i] for i in pending],
                      None if scales is None else [scales[i] for i in pending],
                      [key if center_keys is None else center_keys[parts[i].center]
-                      for i in pending], several=len(centers) > 1),
+                      for i in pending], measured, several=len(centers) > 1),
             sampler=sampler, plan=plan, observables=observables, description=description,
         )
         num_chains = plan.num_chains
@@ -515,10 +516,12 @@ def local_runs(problem: Problem, centers: list[Params], parts: list[LocalPart],
 
 
 def _targets(problem: Problem, posterior: LocalPosterior, parts: list[LocalPart],
-             scales: list[np.ndarray] | None, keys: list, *, several: bool) -> ChainTargets:
+             scales: list[np.ndarray] | None, keys: list, measured: list[CenterMeasurements],
+             *, several: bool) -> ChainTargets:
     """The `ChainTargets` of `parts` (one entry each) under `posterior`, the chains started
     apart by their `start_scale` (`scales`, one per part; None: at the centre), each part
-    drawing from its own key (`keys`)."""
+    drawing from its own key (`keys`), grad L_n at each centre from its `measure_center`
+    (`measured`, one per centre)."""
     masks = [part.mask for part in parts]
     restricted = any(mask is not None for mask in masks)
     return ChainTargets(
@@ -531,6 +534,7 @@ def _targets(problem: Problem, posterior: LocalPosterior, parts: list[LocalPart]
         if restricted else None,
         start_scale=None if scales is None else np.stack(scales),
         keys=jnp.stack(keys),
+        center_gradient=np.stack([center.gradient for center in measured]),
     )
 
 
@@ -644,15 +648,16 @@ def summarise_trace(trace: ChainTrace, run: LocalRun, step_size: float, *, batch
         **({} if minimum is None else minimum._asdict()),
         gradients=int(gradients),
         stop_reason=str(trace.stop_reason[0]),
-    ), kept, notes)
+    ), kept, notes, sampler)
 
 
-def _with_warnings(result: LLCResult, kept: np.ndarray, notes) -> LLCResult:
-    """`result` with its warnings: `notes` (`RunNote`), then what its diagnostics earn
-    (`slt.estimators.local.diagnostics.diagnose`), each also issued as a Python warning of
-    its category (attributed to the caller of `llc`, `llc_table`, ...: `warn_caller`)."""
+def _with_warnings(result: LLCResult, kept: np.ndarray, notes, sampler: Sampler) -> LLCResult:
+    """`result` of a run with `sampler`, with its warnings: `notes` (`RunNote`), then what its
+    diagnostics earn (`slt.estimators.local.diagnostics.diagnose`), each also issued as a
+    Python warning of its category (attributed to the caller of `llc`, `llc_table`, ...:
+    `warn_caller`)."""
     found = [(RunNote, note if note.startswith("RunNote: ") else f"RunNote: {note}")
-             for note in notes] + diagnose(result, kept)
+             for note in notes] + diagnose(result, kept, sampler)
     for category, message in found:
         warn_caller(message, category)
     return replace(result, warnings=tuple(message for _, message in found))

@@ -32,7 +32,6 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from slt.estimators.local.llc import LLCResult
 from slt.estimators.local.observed import (
     ObservedResult,
     block_std_error,
@@ -63,11 +62,8 @@ class LossKernelResult(ObservedResult, Persistable):
       covariance_std_error: its standard error (batch means), entrywise.
       correlation: K_ij / sqrt(K_ii K_jj).
       rhat: R-hat of every example's loss (Gelman-Rubin from the chains' means and variances).
-      num_samples: draws observed per chain; every: observed every this many steps.
-      moments: the chains' streaming summaries (`slt.samplers.moments.Moments`, leading axis
-        chain; x = y = the losses), from which everything above is computed.
-      run: the `LLCResult` of the run (lambda_hat, step size, n beta, diagnostics).
-      warnings: the run's warnings, and R-hat above 1.1.
+      num_samples, every, moments, run, warnings: the run's (`ObservedResult`); moments (x = y
+        = the losses) is what everything above is computed from.
     """
 
     indices: np.ndarray | None
@@ -78,11 +74,6 @@ class LossKernelResult(ObservedResult, Persistable):
     covariance_std_error: np.ndarray = field(repr=False)
     correlation: np.ndarray = field(repr=False)
     rhat: np.ndarray = field(repr=False)
-    num_samples: int
-    every: int
-    moments: moments.Moments = field(repr=False)
-    run: LLCResult = field(repr=False)
-    warnings: tuple[str, ...] = ()
 
     @property
     def labels(self) -> np.ndarray:

@@ -43,7 +43,7 @@ observable (not split, not rank-normalised: those need the draws).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import jax
@@ -283,14 +283,27 @@ class ObservedExamples(NamedTuple):
                                                                     strict=True)))}
 
 
+@dataclass(frozen=True, kw_only=True)
 class ObservedResult:
     """What the results over examples observed along one local run (`LossKernelResult`,
-    `BIFResult`) share: mixed into a frozen dataclass (beside `slt.results.Persistable`) whose
-    fields include those of `ObservedExamples.result_fields` (``num_samples``, ``every``,
-    ``moments``: the chains' summaries, leading axis chain; ``run``: the `LLCResult`) and
-    ``correlation``, a matrix with one row per (training) example."""
+    `BIFResult`) share: the base of a frozen dataclass (beside `slt.results.Persistable`)
+    whose own fields include ``correlation``, a matrix with one row per (training) example.
 
-    __slots__ = ()
+    Attributes:
+      num_samples: draws observed per chain; every: observed every this many steps.
+      moments: the chains' streaming summaries (`slt.samplers.moments.Moments`, leading axis
+        chain).
+      run: the `LLCResult` of the run (lambda_hat, n beta, step size, diagnostics).
+      warnings: the run's warnings, and R-hat above 1.1.
+
+    These are the fields `ObservedExamples.result_fields` fills (keyword-only).
+    """
+
+    num_samples: int
+    every: int
+    moments: moments.Moments = field(repr=False)
+    run: LLCResult = field(repr=False)
+    warnings: tuple[str, ...] = ()
 
     @property
     def num_chains(self) -> int:
