@@ -75,6 +75,25 @@ def test_a_point_off_the_minimum_is_below_minimum_and_the_minima_are_not(regress
     assert abs(results["mle"][0].gradient_z) < 3 and results["mle"][0].shortfall < 1e-6
 
 
+def test_a_single_stuck_chain_is_named(regression):
+    """One chain that stopped moving among chains that move (an exact sampler's chain whose
+    step accepts nothing) earns ChainsDidNotMove naming it; the run itself does not."""
+    from dataclasses import replace
+
+    from slt.estimators.local.diagnostics import diagnose
+
+    problem, mle = regression
+    result, names = _names(problem, mle)
+    assert "ChainsDidNotMove" not in names
+    kept = result.nbeta * (result.loss_trace - result.center_loss_trace)  # no divergence
+    frozen = np.array(result.distance_trace, copy=True)
+    frozen[2] = frozen[2, 0]
+    found = diagnose(replace(result, distance_trace=frozen), kept, GOOD)
+    messages = [message for category, message in found
+                if category is slt.estimators.local.diagnostics.ChainsDidNotMove]
+    assert len(messages) == 1 and "chain(s) 2 of 4 did not move" in messages[0]
+
+
 def test_hot_cold_unmixed_and_motionless_chains_are_named(regression):
     problem, mle = regression
     nbeta = N / np.log(N)
