@@ -55,6 +55,7 @@ from slt.validation import (
     require_in_interval,
     require_instance,
     require_int,
+    require_one_of,
     require_params,
     require_positive,
     set_field,
@@ -127,9 +128,7 @@ max_tree_depth=10, dense_mass=False, init_radius=2.0, chunk_size=250, chain_meth
     chain_method: str = "auto"
 
     def __post_init__(self):
-        if self.chain_method not in CHAIN_METHODS:
-            raise InputError(f"chain_method must be one of {', '.join(map(repr, CHAIN_METHODS))}, "
-                             f"got {self.chain_method!r}")
+        require_one_of("chain_method", self.chain_method, CHAIN_METHODS)
         for name, minimum in (("num_chains", 1), ("num_warmup", 0), ("num_samples", 1),
                               ("max_tree_depth", 1), ("chunk_size", 1)):
             set_field(self, name, require_int(name, getattr(self, name), minimum=minimum))
