@@ -1,6 +1,8 @@
-"""Two independent references: free_energy(method="nested") against exact log evidences, and
-`compare`'s flag when tempered SMC and nested sampling disagree (a constructed phase
-transition where tempering misses the mass, `evidence_cases.spike_and_slab`)."""
+"""Two independent references: `compare`'s flag when tempered SMC and nested sampling disagree
+(a constructed phase transition where tempering misses the mass,
+`evidence_cases.spike_and_slab`), and the rule that decides it. `free_energy(method="nested")`
+against the exact log evidence, its tables, plots and files: tests/samplers/test_nested.py,
+beside the sampler's own run of the same program."""
 
 import jax
 import matplotlib
@@ -24,37 +26,6 @@ def test_disagreement_needs_four_combined_errors_and_a_tenth_of_a_nat():
     assert disagreement((10.0, 0.05), (10.7, 0.05)) == pytest.approx(0.7)
     assert disagreement((10.0, 0.001), (10.05, 0.001)) is None  # below 0.1 nats
     assert disagreement((10.0, 0.1), (np.nan, np.nan)) is None
-
-
-@pytest.fixture(scope="module")
-def regression_nested():
-    case = conjugate_regression()
-    result = slt.free_energy(case.problem, jax.random.key(3),
-                             NestedSampling(num_live=400, num_runs=2), progress=False)
-    return case, result
-
-
-def test_nested_free_energy_within_four_se_of_the_exact_value(regression_nested):
-    case, result = regression_nested
-    assert result.method == "nested" and result.nested == (result.free_energy, result.std_error)
-    assert abs(result.free_energy + case.log_evidence) < 4 * result.std_error
-    assert 0.0 < result.std_error < 0.2
-    assert np.isnan(result.smc[0]) and np.isnan(result.target_ess)
-    np.testing.assert_allclose(result.per_copy, -result.run.log_evidence)
-
-
-def test_nested_result_reports_tables_plots_and_saves(regression_nested, tmp_path):
-    _, result = regression_nested
-    row = result.summary().iloc[0]
-    assert row["nested"] == result.free_energy and row["nested_iterations"] > 0
-    assert np.isnan(row["stages"])
-    assert result.to_xarray()["log_evidence"].dims == ("run",)
-    assert "nested: F=" in repr(result) and "H=" in repr(result)
-    assert result.plot() is not None
-    result.save(tmp_path / "nested.nc")
-    again = slt.FreeEnergyResult.load(tmp_path / "nested.nc")
-    assert repr(again) == repr(result)
-    np.testing.assert_array_equal(again.run.samples, result.run.samples)
 
 
 def test_nested_refuses_waypoints():

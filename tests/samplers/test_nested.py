@@ -7,6 +7,7 @@ and the runs' spread): the truth within 4 se. The fast tests use few live points
 
 import jax
 import jax.numpy as jnp
+import matplotlib
 import numpy as np
 import pytest
 
@@ -19,6 +20,8 @@ from slt import models, truth
 from slt.samplers import nested
 from slt.samplers.nested import NestedSampling, nested_sampling
 from slt.validation import InputError
+
+matplotlib.use("Agg")
 
 NOISE, PRECISION = 0.5, 2.0  # conjugate_regression()'s noise sd and prior precision
 
@@ -77,15 +80,50 @@ def test_counts_and_times(regression_run):
     assert run.compile_time >= 0.0 and run.run_time > 0
 
 
-def test_same_key_same_result_and_one_compilation(regression_run):
-    case, run, traces = regression_run
-    assert traces == 1  # one program for every chunk of the run
+@pytest.fixture(scope="module")
+def regression_free_energy(regression_run):
+    """`slt.free_energy(method="nested")` with the sampler run's key and settings: the same
+    program (no new trace) and, if the estimator adds nothing wrong, the same numbers."""
+    case, run, _ = regression_run
     before = nested._TRACE_COUNT[0]
-    again = nested_sampling(case.problem, jax.random.key(0),
-                            NestedSampling(num_live=400, num_runs=2), progress=False)
-    assert nested._TRACE_COUNT[0] == before and again.compile_time == 0.0
-    np.testing.assert_array_equal(again.log_evidence, run.log_evidence)
-    assert again.combined_log_evidence == run.combined_log_evidence
+    result = slt.free_energy(case.problem, jax.random.key(0),
+                             NestedSampling(num_live=400, num_runs=2), progress=False)
+    return result, nested._TRACE_COUNT[0] - before
+
+
+def test_same_key_same_result_and_one_compilation(regression_run, regression_free_energy):
+    _, run, traces = regression_run
+    assert traces == 1  # one program for every chunk of the run
+    result, traces_again = regression_free_energy
+    assert traces_again == 0 and result.run.compile_time == 0.0
+    np.testing.assert_array_equal(result.run.log_evidence, run.log_evidence)
+    assert result.run.combined_log_evidence == run.combined_log_evidence
+
+
+def test_nested_free_energy_is_the_runs_negative_log_evidence(regression_run,
+                                                               regression_free_energy):
+    case, run, _ = regression_run
+    result, _ = regression_free_energy
+    assert result.method == "nested" and result.nested == (result.free_energy, result.std_error)
+    assert result.free_energy == -run.combined_log_evidence
+    assert abs(result.free_energy + case.log_evidence) < 4 * result.std_error
+    assert 0.0 < result.std_error < 0.2
+    assert np.isnan(result.smc[0]) and np.isnan(result.target_ess)
+    np.testing.assert_allclose(result.per_copy, -result.run.log_evidence)
+
+
+def test_nested_result_reports_tables_plots_and_saves(regression_free_energy, tmp_path):
+    result, _ = regression_free_energy
+    row = result.summary().iloc[0]
+    assert row["nested"] == result.free_energy and row["nested_iterations"] > 0
+    assert np.isnan(row["stages"])
+    assert result.to_xarray()["log_evidence"].dims == ("run",)
+    assert "nested: F=" in repr(result) and "H=" in repr(result)
+    assert result.plot() is not None
+    result.save(tmp_path / "nested.nc")
+    again = slt.FreeEnergyResult.load(tmp_path / "nested.nc")
+    assert repr(again) == repr(result)
+    np.testing.assert_array_equal(again.run.samples, result.run.samples)
 
 
 def test_product_model_within_four_standard_errors():
