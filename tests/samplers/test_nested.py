@@ -1,4 +1,5 @@
-"""Nested slice sampling (BlackJAX) against exact log evidences (TRUTH.md), and its bad input.
+"""Nested slice sampling (BlackJAX) against exact log evidences (TRUTH.md), `slt.free_energy`
+(method "nested") on the same run, and their bad input.
 
 Tolerances come from the standard error each run states (the larger of nested sampling's own
 and the runs' spread): the truth within 4 se. The fast tests use few live points (se about
