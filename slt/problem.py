@@ -519,6 +519,23 @@ class Problem:
             for name in self._transforms
         }
 
+    def transform(self, name: str):
+        """The constraining transform of latent site `name` (NumPyro's `biject_to` of its
+        support): unconstrained value -> value on the support."""
+        if self._transforms is None or name not in self._transforms:
+            raise ValueError(f"{name!r} is not a latent site of the model "
+                             f"({', '.join(self.site_names)})")
+        return self._transforms[name]
+
+    def prior_distributions(self, params: Params) -> dict[str, Any]:
+        """{latent site: its prior distribution (a NumPyro `Distribution`)} with the other
+        latent sites at the unconstrained `params`; the model is run on one example (its
+        likelihood is not needed). Callable inside `jit`."""
+        if self.model is None:
+            raise ValueError("a problem built from a loss has no NumPyro prior distributions")
+        trace, _ = self._trace(self.sampled_part(params), self.take(jnp.arange(1)))
+        return {name: site["fn"] for name, site in _latent_sites(trace)}
+
     def init(self, key: jax.Array, radius: float = 2.0) -> Params:
         """A random starting point: every unconstrained coordinate uniform on (-radius, radius).
 

@@ -60,6 +60,7 @@ from slt.validation import InputError, require_int, require_key
 __all__ = [
     "ImportanceRun", "MAX_PERMUTATIONS", "Proposal", "default_components", "fit_proposal",
     "importance_log_evidence", "proposal_log_weights", "sample_proposal",
+    "symmetrised_log_density", "with_cover",
 ]
 
 # Symmetrising over K! orders costs K! evaluations of q and of a d x d Jacobian per draw; K = 5
@@ -154,7 +155,7 @@ def _with_defensive(mixture: GaussianMixture, points) -> GaussianMixture:
     )
 
 
-def _symmetrised_log_density(points, mixture, permute, orders):
+def symmetrised_log_density(points, mixture, permute, orders):
     """log q_G(w) of each row of `points` (module doc); log q(w) without a group."""
     if permute is None:
         return mixture_log_density(points, mixture)
@@ -237,11 +238,21 @@ def importance_log_evidence(
 class Proposal(NamedTuple):
     """q_G: a Gaussian mixture (the defensive component included) fitted to canonically
     ordered draws, symmetrised over the label orders `orders` by `permute` (module doc);
-    `permute` is None without exchangeable sites (then q_G = q)."""
+    `permute` is None without exchangeable sites (then q_G = q).
+
+    `cover`: None, or an `slt.samplers.empty_component.EmptyComponentCover` q_E; then the
+    proposal is the mixture (1 - eta) q_G + eta q_E (eta = `cover.share`), drawn stratified:
+    round(eta M) of M draws from q_E (`with_cover`)."""
 
     mixture: GaussianMixture
     permute: object
     orders: np.ndarray
+    cover: object = None
+
+
+def with_cover(proposal: Proposal, cover) -> Proposal:
+    """`proposal` mixed with the empty-component cover `cover` (`Proposal.cover`)."""
+    return proposal._replace(cover=cover)
 
 
 def fit_proposal(problem: Problem, key, points, num_components: int,
@@ -256,9 +267,19 @@ def fit_proposal(problem: Problem, key, points, num_components: int,
     return Proposal(_with_defensive(mixture, points), permute, orders)
 
 
-def sample_proposal(key, proposal: Proposal, num_samples: int):
-    """(num_samples, dim) draws from q_G: a draw of q in a uniformly chosen label order."""
-    return _sample_proposal(*jax.random.split(key), proposal, num_samples)
+def sample_proposal(key, proposal: Proposal, num_samples: int, problem: Problem | None = None):
+    """(num_samples, dim) draws from q_G: a draw of q in a uniformly chosen label order; with
+    a cover (`Proposal.cover`; `problem` then required), the last round(eta num_samples)
+    rows are draws of q_E instead."""
+    if proposal.cover is None:
+        return _sample_proposal(*jax.random.split(key), proposal, num_samples)
+    from slt.samplers.empty_component import sample_cover
+
+    fit_key, order_key, cover_key = jax.random.split(key, 3)
+    from_cover = round(proposal.cover.share * num_samples)
+    return jnp.concatenate([
+        _sample_proposal(fit_key, order_key, proposal, num_samples - from_cover),
+        sample_cover(problem, proposal.cover, cover_key, from_cover)])
 
 
 def _sample_proposal(draw_key, order_key, proposal: Proposal, num_samples: int):
@@ -275,30 +296,41 @@ def proposal_log_weights(problem: Problem, proposal: Proposal, points) -> jax.Ar
     (the last padded with copies of the first row), compiled once per problem, mixture size
     and dtype with the data and the mixture as arguments (`slt.compile_cache`)."""
     points = jnp.asarray(points, problem.dtype)
-    mixture = proposal.mixture
+    mixture, cover = proposal.mixture, proposal.cover
+    # the cover's K - 1 component mixture is an argument; its other parts shape the program
+    smaller = None if cover is None else cover.smaller.mixture
     signature = ("importance weights", points.dtype, mixture.means.shape,
-                 proposal.orders.shape)
+                 proposal.orders.shape) + (() if cover is None else (
+                     "cover", smaller.means.shape, cover.smaller.orders.shape,
+                     cover.concentration, cover.share))
 
     def build():
         permute, orders = proposal.permute, proposal.orders
 
-        def batch_weights(batch, data, mixture):
+        def batch_weights(batch, data, mixture, smaller):
             def log_target(flat):
                 params = problem.unravel(flat)
                 return jnp.sum(problem.loglik(params, data)) + problem.log_prior(params)
 
             target = jax.vmap(log_target)(batch)
-            value = target - _symmetrised_log_density(batch, mixture, permute, orders)
+            log_q = symmetrised_log_density(batch, mixture, permute, orders)
+            if cover is not None:
+                from slt.samplers.empty_component import cover_log_density
+
+                covering = cover._replace(smaller=cover.smaller._replace(mixture=smaller))
+                log_q = jnp.logaddexp(jnp.log1p(-cover.share) + log_q, jnp.log(cover.share)
+                                      + cover_log_density(problem, covering, batch))
+            value = target - log_q
             return jnp.where(jnp.isnan(value), -jnp.inf, value)
 
         shape = jax.ShapeDtypeStruct((_BATCH, problem.dim), points.dtype)
-        return jax.jit(batch_weights).lower(shape, problem.data, mixture).compile()
+        return jax.jit(batch_weights).lower(shape, problem.data, mixture, smaller).compile()
 
     program, _ = compile_cache.compiled_for(problem, signature, build)
     size = points.shape[0]
     padded = jnp.concatenate([points, jnp.broadcast_to(points[:1], (-size % _BATCH,
                                                                     points.shape[1]))])
-    return jnp.concatenate([program(padded[i:i + _BATCH], problem.data, mixture)
+    return jnp.concatenate([program(padded[i:i + _BATCH], problem.data, mixture, smaller)
                             for i in range(0, size, _BATCH)])[:size]
 
 

@@ -25,7 +25,10 @@ scale F = -log Z ≈ n L_n(w0) + lambda log n, so the columns are directly compa
 For every model the reference F comes from posterior draws: NUTS chains started at the fit's
 distinct optima, importance and bridge sampling from two proposals fitted to the halves of
 the draws (`slt.estimators.evidence.draws`), and a self-check (Pareto k-hat <= 0.7, se <= 0.02
-nats, the proposals agree, the bridge agrees, every optimum within 10 nats covered). The
+nats, the proposals agree, the bridge agrees, every optimum within 10 nats covered). For a
+mixture the proposals include the empty-component cover (`slt.samplers.empty_component`),
+whose K - 1 component part is fitted to the previous model's draws when that model is the same
+mixture with one component fewer (a family given smallest first). The
 chains at 1/log n run beside those at beta = 1 in the same NUTS call (trajectories of at most
 128 leapfrog steps, `FromDraws.nuts`: at NUTS's default depth 10 the chains at 1/log n of
 the over-fitted mixtures ran up to 680 steps per draw), and WBIC, lambda_hat
@@ -670,15 +673,21 @@ def _runners(plan: ComparisonPlan, *, through_temperatures: bool) -> dict[str, C
         return free_energy(problem, key, plan.free_energy, progress=False,
                            waypoints=np.append(betas, 1.0))
 
+    previous = {}  # the last model's fast-path draws: a mixture's K - 1 component source
+
     def run_free_energy(problem, key, done):
         if plan.draws is None:
             return run_tempered(problem, key)
         temperatures = ()
         if through_temperatures:  # WBIC's (and lambda_hat's) chains beside those at beta = 1
             temperatures = _fast_temperatures(problem.n, plan)
-        return from_draws_or_fallback(problem, key, plan.draws, fit=done["fit"],
-                                      tempered=lambda k: run_tempered(problem, k),
-                                      temperatures=temperatures)
+        result = from_draws_or_fallback(problem, key, plan.draws, fit=done["fit"],
+                                        tempered=lambda k: run_tempered(problem, k),
+                                        temperatures=temperatures,
+                                        smaller=previous.get("draws"))
+        if result.draws_run is not None:
+            previous["draws"] = (problem, result.draws_run.positions)
+        return result
 
     def run_nested(problem, key, done):
         return free_energy(problem, key, plan.nested, method="nested", progress=False)

@@ -62,6 +62,13 @@ import numpy as np
 from slt.estimators.evidence.wbic import TemperedDraws, tempered_draws
 from slt.fit import FitResult, MAPFit, fit_map
 from slt.problem import Problem
+from slt.samplers.empty_component import (
+    MIXED_SHARE,
+    component_structure,
+    fit_cover,
+    reduced_draws_from,
+    reduced_draws_of,
+)
 from slt.samplers.importance import (
     ImportanceRun,
     _summarise,
@@ -69,6 +76,7 @@ from slt.samplers.importance import (
     fit_proposal,
     proposal_log_weights,
     sample_proposal,
+    with_cover,
 )
 from slt.samplers.nuts import NUTS
 from slt.samplers.tempering import Tempering
@@ -125,6 +133,10 @@ class FromDraws:
         there with half depth 10's CPU (benchmarks/RESULTS.md, "capped trajectories").
       num_samples: importance draws of each proposal (>= 100).
       num_components: Gaussian components of each proposal; None: `default_components`.
+      empty_share: for a mixture (exchangeable components with simplex weights), the share
+        eta of the empty-component cover q_E in each proposal, in [0, 0.5]
+        (`slt.samplers.empty_component`: the posterior mass where one component is nearly
+        empty, which a Gaussian mixture fitted to the draws under-covers); 0 turns it off.
       max_pareto_k: the largest acceptable Pareto k-hat, in (0, 1] (0.7: Vehtari et al.).
       max_std_error: the largest acceptable standard error of F, nats (> 0).
       optimum_window: optima within this many nats of the best must be covered (> 0).
@@ -145,6 +157,7 @@ class FromDraws:
     nuts: NUTS = NUTS(num_chains=4, num_warmup=500, num_samples=2000, max_tree_depth=7)
     num_samples: int = 20_000
     num_components: int | None = None
+    empty_share: float = MIXED_SHARE
     max_pareto_k: float = 0.7
     max_std_error: float = 0.02
     optimum_window: float = 10.0
@@ -164,6 +177,10 @@ class FromDraws:
                 and 0.0 < float(self.max_pareto_k) <= 1.0):
             raise InputError(f"max_pareto_k must be in (0, 1], got {self.max_pareto_k!r}")
         set_field(self, "max_pareto_k", float(self.max_pareto_k))
+        if not (isinstance(self.empty_share, int | float)
+                and 0.0 <= float(self.empty_share) <= 0.5):
+            raise InputError(f"empty_share must be in [0, 0.5], got {self.empty_share!r}")
+        set_field(self, "empty_share", float(self.empty_share))
         for name in ("max_std_error", "optimum_window"):
             set_field(self, name, require_positive(name, getattr(self, name)))
         if self.fallback is not None:
@@ -358,6 +375,7 @@ def draws_free_energy(
     fit: FitResult | None = None,
     progress: bool = False,
     temperatures=(),
+    smaller: tuple[Problem, np.ndarray] | None = None,
 ) -> DrawsRun:
     """The fast path (module doc): F from NUTS draws (or `draws`), with its self-check.
 
@@ -373,6 +391,11 @@ def draws_free_energy(
       temperatures: inverse temperatures < 1 whose `options.nuts.num_chains` chains run beside
         those at beta = 1, in the same compiled program (`slt.compare`: lambda_hat's and
         WBIC's); their draws are in `DrawsRun.nuts`.
+      smaller: (problem, (chain, draw, dim) posterior draws) of the same mixture with one
+        component fewer (`slt.compare` passes the previous model's): the empty-component
+        cover's K - 1 component proposal is fitted to them (`FromDraws.empty_share`); None,
+        or draws of another model: to this model's draws with their emptiest component
+        removed.
 
     Returns:
       A `DrawsRun`; `failed` names the checks that did not pass (the fallback is the
@@ -406,11 +429,12 @@ def draws_free_energy(
     if points[0].shape[0] < minimum:
         raise InputError(f"each half of the draws needs at least {minimum} points (2 x the "
                          f"components, and dim + 1); got {points[0].shape[0]}")
+    covers = _covers(problem, jax.random.fold_in(key, 4), options, halves, smaller)
     runs, bridges, gaps = [], [], []
-    for own, other_half, fit_key_h in ((points[0], halves[1], key_a),
-                                       (points[1], halves[0], key_b)):
+    for own, other_half, fit_key_h, cover in ((points[0], halves[1], key_a, covers[0]),
+                                              (points[1], halves[0], key_b, covers[1])):
         proposal, run, log_weights = _importance(problem, fit_key_h, own, num_components,
-                                                 options)
+                                                 options, cover)
         runs.append(run)
         other = jnp.asarray(other_half.reshape(-1, problem.dim), problem.dtype)
         at_posterior = np.asarray(proposal_log_weights(problem, proposal, other), np.float64)
@@ -432,11 +456,41 @@ def draws_free_energy(
     )
 
 
-def _importance(problem, key, points, num_components, options: FromDraws):
-    """(proposal, its `ImportanceRun`, its log weights) fitted to `points`; if the Pareto
-    k-hat exceeds the limit, once more with half the components, keeping the fit with the
-    smaller k-hat (as `slt.free_energy`'s importance step does: a mixture over-fitted to too
-    few points per component has thin tails). Each is unbiased for Z given its proposal."""
+def _covers(problem, key, options: FromDraws, halves, smaller) -> tuple:
+    """The empty-component cover of each half's proposal (`slt.samplers.empty_component`),
+    its K - 1 component proposal fitted to that half of `smaller`'s draws where they are the
+    same mixture with one component fewer, else to the half's own draws with the emptiest
+    component removed; (None, None) for a model it does not apply to or `empty_share` 0."""
+    structure = component_structure(problem) if options.empty_share > 0 else None
+    if structure is None:
+        return None, None
+    reduced_halves = None
+    if smaller is not None:
+        small_problem, small_draws = smaller
+        small_draws = np.asarray(small_draws)
+        middle = small_draws.shape[1] // 2
+        if middle >= 1:
+            reduced_halves = [reduced_draws_of(problem, structure, small_problem,
+                                               part.reshape(-1, small_problem.dim))
+                              for part in (small_draws[:, :middle],
+                                           small_draws[:, middle:2 * middle])]
+    if reduced_halves is None or reduced_halves[0] is None:
+        reduced_halves = [reduced_draws_from(problem, structure, half.reshape(-1, problem.dim))
+                          for half in halves]
+    dim = structure.reduced.dim
+    return tuple(
+        fit_cover(problem, structure, jax.random.fold_in(key, index), points,
+                  default_components(points.shape[0], dim), options.empty_share)
+        if points.shape[0] >= dim + 2 else None
+        for index, points in enumerate(reduced_halves))
+
+
+def _importance(problem, key, points, num_components, options: FromDraws, cover=None):
+    """(proposal, its `ImportanceRun`, its log weights) fitted to `points`, mixed with the
+    empty-component `cover` when there is one; if the Pareto k-hat exceeds the limit, once
+    more with half the components, keeping the fit with the smaller k-hat (as
+    `slt.free_energy`'s importance step does: a mixture over-fitted to too few points per
+    component has thin tails). Each is unbiased for Z given its proposal."""
     best = None
     for attempt, components in enumerate((num_components, max(1, (num_components - 1) // 2))):
         if attempt and (best[1].pareto_k <= options.max_pareto_k or num_components <= 2):
@@ -444,7 +498,9 @@ def _importance(problem, key, points, num_components, options: FromDraws):
         proposal_key, sample_key = jax.random.split(jax.random.fold_in(key, attempt))
         start = time.perf_counter()
         proposal = fit_proposal(problem, proposal_key, points, components)
-        drawn = sample_proposal(sample_key, proposal, options.num_samples)
+        if cover is not None:
+            proposal = with_cover(proposal, cover)
+        drawn = sample_proposal(sample_key, proposal, options.num_samples, problem)
         log_weights = np.asarray(proposal_log_weights(problem, proposal, drawn), np.float64)
         run = _summarise(log_weights, proposal.orders.shape[0], components + 1,
                          time.perf_counter() - start)

@@ -454,14 +454,14 @@ def _tempered_free_energy(problem, key, sampler, method, waypoints, progress, ch
 
 def from_draws_or_fallback(problem: Problem, key, options: FromDraws, *, draws=None, fit=None,
                            progress: bool = False, tempered=None,
-                           temperatures=()) -> FreeEnergyResult:
+                           temperatures=(), smaller=None) -> FreeEnergyResult:
     """The fast path's F when its self-check passes; else `tempered(key)`'s result (the
     fallback) with the failed checks recorded, or, without a fallback (`options.fallback`
-    None), the fast path's F with them as warnings. `draws`, `fit`, `progress` and
-    `temperatures` go to `draws_free_energy`."""
+    None), the fast path's F with them as warnings. `draws`, `fit`, `progress`,
+    `temperatures` and `smaller` go to `draws_free_energy`."""
     run_key, fallback_key = jax.random.split(key)
     run = draws_free_energy(problem, run_key, options, draws=draws, fit=fit,
-                            progress=progress, temperatures=temperatures)
+                            progress=progress, temperatures=temperatures, smaller=smaller)
     checks = tuple(f"{name}: {why}" for name, why in run.failed.items())
     bridge = (-run.bridge_log_evidence, run.bridge_std_error)
     if checks and options.fallback is not None and tempered is not None:
