@@ -60,7 +60,7 @@ from slt.validation import InputError, require_int, require_key
 __all__ = [
     "ImportanceRun", "MAX_PERMUTATIONS", "Proposal", "default_components", "fit_proposal",
     "importance_log_evidence", "proposal_log_weights", "sample_proposal",
-    "symmetrised_log_density", "with_cover",
+    "symmetrised_log_density", "with_cover", "with_modes",
 ]
 
 # Symmetrising over K! orders costs K! evaluations of q and of a d x d Jacobian per draw; K = 5
@@ -248,6 +248,64 @@ class Proposal(NamedTuple):
     permute: object
     orders: np.ndarray
     cover: object = None
+
+
+# A mode added by `with_modes` gets the weight |G| x its Laplace share of Z, clipped to
+# [MODE_WEIGHT_MIN, MODE_WEIGHT_MAX]; optima closer than SAME_MODE (canonical order) are one.
+MODE_WEIGHT_MIN, MODE_WEIGHT_MAX = 0.01, 0.2
+SAME_MODE = 0.1
+
+
+def with_modes(problem: Problem, proposal: Proposal, points, log_evidence: float):
+    """(`proposal` with a Laplace component N(w*, H^-1) added at each mode w* of `points`
+    (flat optima, best first) that q_G does not cover, the number added): H = -grad^2 of
+    log p~ at w*, put in canonical label order first (q is fitted there; `permute`
+    symmetrises it). Each gets the weight |G| m / Z clipped to [MODE_WEIGHT_MIN,
+    MODE_WEIGHT_MAX], m = p~(w*) (2 pi)^(d/2) |H|^(-1/2) its Laplace mass (q_G gives each of the
+    |G| copies 1/|G| of it), the fitted components the rest. A point whose H is not positive
+    definite, or that repeats a mode (closer than SAME_MODE), adds nothing. Importance
+    sampling stays unbiased whatever the weights: they only spread the draws."""
+    _, canonical, orders = _label_maps(problem)
+    points = jnp.asarray(points, problem.dtype)
+    if canonical is not None:
+        points = jax.jit(jax.vmap(canonical))(points)
+
+    def log_target(flat):
+        params = problem.unravel(flat)
+        return jnp.sum(problem.loglik(params, problem.data)) + problem.log_prior(params)
+
+    hessian = jax.jit(jax.hessian(log_target))
+    means, factors, log_weights = [], [], []
+    for point in np.asarray(points, np.float64):
+        if any(np.linalg.norm(point - other) < SAME_MODE for other in means):
+            continue
+        precision = -np.asarray(hessian(jnp.asarray(point, problem.dtype)), np.float64)
+        try:
+            np.linalg.cholesky(precision)  # positive definite, or not a mode to add
+            factor = np.linalg.cholesky(np.linalg.inv((precision + precision.T) / 2))
+        except np.linalg.LinAlgError:
+            continue
+        log_mass = (float(log_target(jnp.asarray(point, problem.dtype)))
+                    + 0.5 * point.size * np.log(2 * np.pi) + np.sum(np.log(np.diag(factor))))
+        share = np.exp(min(log_mass - log_evidence + np.log(orders.shape[0]), 0.0))
+        means.append(point)
+        factors.append(factor)  # L L^T = H^-1
+        log_weights.append(np.log(np.clip(share, MODE_WEIGHT_MIN, MODE_WEIGHT_MAX)))
+    if not means:
+        return proposal, 0
+    log_weights = np.asarray(log_weights)
+    if np.sum(np.exp(log_weights)) > 0.5:  # the fitted components keep at least half
+        log_weights += np.log(0.5) - np.log(np.sum(np.exp(log_weights)))
+    mixture, dtype = proposal.mixture, proposal.mixture.means.dtype
+    cholesky = jnp.asarray(np.stack(factors), dtype)
+    added = GaussianMixture(
+        log_weights=jnp.asarray(log_weights, dtype),
+        means=jnp.asarray(np.stack(means), dtype), cholesky=cholesky,
+        inverse_cholesky=jnp.linalg.inv(cholesky))
+    rest = jnp.log1p(-jnp.sum(jnp.exp(added.log_weights)))
+    merged = GaussianMixture(*(jnp.concatenate([old, new]) for old, new in zip(
+        mixture._replace(log_weights=mixture.log_weights + rest), added, strict=True)))
+    return proposal._replace(mixture=merged), len(means)
 
 
 def with_cover(proposal: Proposal, cover) -> Proposal:

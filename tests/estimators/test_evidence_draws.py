@@ -107,12 +107,16 @@ def test_draws_that_miss_a_mode_fail_the_check_and_the_fallback_is_right():
     with pytest.warns(UserWarning, match="self-check failed"):
         result = free_energy(problem, jax.random.key(0), options, draws=draws, progress=False)
     checked = result.draws_run
-    assert set(checked.failed) == {"optima"}  # k-hat, se, proposals and bridge all pass
-    # the fast estimate alone is log 2 too high: the mode it missed holds half the mass
-    assert abs(-checked.log_evidence + log_evidence - np.log(2)) < 0.05
-    assert result.path == "tempered" and result.checks[0].startswith("optima")
+    # the restarts found the missed mode w = -2: each proposal got a Laplace component there
+    # and importance sampling is right again (without it, log 2 too high: the mode holds half
+    # the mass); but the bridge also averages over the posterior draws, all of one mode, and
+    # comes out high (here 0.08 nats), so the check fails on it: k-hat, se, proposals and
+    # optima pass
+    assert checked.added_modes == (1, 1) and set(checked.failed) == {"bridge"}
+    assert abs(checked.log_evidence - log_evidence) < 4 * checked.std_error + 0.005
+    assert result.path == "tempered" and result.checks[0].startswith("bridge")
     assert abs(result.free_energy + log_evidence) < 4 * result.std_error + 0.05
-    assert "fallback" in repr(result) and "optima" in result.summary()["checks"].item()
+    assert "fallback" in repr(result) and "bridge" in result.summary()["checks"].item()
     # draws of both modes in the wrong proportions (9 : 1 for 1 : 1): q covers both, so
     # importance sampling stays right, but the bridge averages over the mis-weighted draws
     signs = np.where(rng.random((2, 400)) < 0.9, 1.0, -1.0)
@@ -121,6 +125,47 @@ def test_draws_that_miss_a_mode_fail_the_check_and_the_fallback_is_right():
         options, fallback=None), draws=draws, progress=False)
     assert abs(unchecked.free_energy + log_evidence) < 4 * unchecked.std_error + 0.005
     assert "bridge" in unchecked.draws_run.failed and unchecked.path == "draws"
+
+
+def _two_point_mixture_log_evidence(y, k):
+    """log Z of `gaussian_mixture(k)` (Dirichlet(1_k) weights, N(0, 10^2) means, LogNormal(0,
+    1) scales) on two observations: both from one component (probability E sum_j w_j^2 =
+    2 / (k + 1)), their joint density given the scale s is N((y1, y2); 0, 100 J + s^2 I);
+    from two (k - 1) / (k + 1), a product of one-observation densities N(y; 0, 100 + s^2);
+    each a 1-D quadrature over log s ~ N(0, 1)."""
+    from scipy import integrate, stats
+
+    def over_log_scale(density):
+        return integrate.quad(lambda t: density(np.exp(2 * t)) * stats.norm.pdf(t), -12, 12,
+                              epsabs=0, epsrel=1e-12)[0]
+
+    def together(v):  # the bivariate normal density, its determinant v (200 + v) written out
+        det = v * (200 + v)
+        quadratic = ((100 + v) * (y[0] ** 2 + y[1] ** 2) - 200 * y[0] * y[1]) / det
+        return np.exp(-np.log(2 * np.pi) - 0.5 * np.log(det) - 0.5 * quadratic)
+
+    apart = [over_log_scale(lambda v, x=x: stats.norm.pdf(x, 0, np.sqrt(100 + v))) for x in y]
+    return float(np.log(2 / (k + 1) * over_log_scale(together)
+                        + (k - 1) / (k + 1) * apart[0] * apart[1]))
+
+
+@pytest.mark.heavy
+def test_a_mixture_with_its_empty_component_cover_is_exact_within_its_standard_error():
+    """K = 3 on two observations: most of the posterior has a component that explains no
+    data, the region the empty-component cover is for (without it, with 4000 importance
+    draws and this key: 0.068 +- 0.030 nats high; with it: 0.018 +- 0.026)."""
+    from slt.models import gaussian_mixture
+
+    y = np.array([-1.5, 2.5])
+    problem = gaussian_mixture(3).problem({"y": jnp.asarray(y)})
+    options = dataclasses.replace(SMALL, num_samples=8000, fallback=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the se check's 0.02 nats: not asked of these settings
+        result = free_energy(problem, jax.random.key(0), options, progress=False)
+    run = result.draws_run
+    error = result.free_energy + _two_point_mixture_log_evidence(y, 3)
+    assert abs(error) < 4 * result.std_error + 0.005 and result.std_error < 0.03
+    assert run.pareto_k < 0.7 and not set(run.failed) - {"std_error"}
 
 
 def test_bridge_sampling_is_exact_for_a_known_ratio():

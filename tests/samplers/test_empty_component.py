@@ -49,9 +49,9 @@ def test_importance_sampling_of_the_prior_from_the_cover_gives_log_z_zero(k, dim
     structure = component_structure(problem)
     fit_key, prior_key, draw_key = jax.random.split(jax.random.key(k), 3)
     reduced = reduced_draws_of(problem, structure, smaller,
-                               _prior_draws(smaller, prior_key, 6000))
+                               _prior_draws(smaller, prior_key, 3000))
     cover = fit_cover(problem, structure, fit_key, reduced, 8, concentration=k - 1.0)
-    draws = sample_cover(problem, cover, draw_key, 20_000)
+    draws = sample_cover(problem, cover, draw_key, 10_000)
     log_q = jax.jit(lambda points: cover_log_density(problem, cover, points))(draws)
     log_prior = jax.vmap(lambda u: problem.log_prior(problem.unravel(u)))(draws)
     log_weights = np.asarray(log_prior - log_q, np.float64)
