@@ -257,8 +257,9 @@ SAME_MODE = 0.1
 
 
 def with_modes(problem: Problem, proposal: Proposal, points, log_evidence: float):
-    """(`proposal` with a Laplace component N(w*, H^-1) added at each mode w* of `points`
-    (flat optima, best first) that q_G does not cover, the number added): H = -grad^2 of
+    """(`proposal` with Laplace components added at each mode w* of `points` (flat optima,
+    best first) that q_G does not cover, the number of modes added): N(w*, H^-1) and
+    N(w*, 4 H^-1) (the defensive component's spread), half the mode's weight each; H = -grad^2 of
     log p~ at w*, put in canonical label order first (q is fitted there; `permute`
     symmetrises it). Each gets the weight |G| m / Z clipped to [MODE_WEIGHT_MIN,
     MODE_WEIGHT_MAX], m = p~(w*) (2 pi)^(d/2) |H|^(-1/2) its Laplace mass (q_G gives each of the
@@ -296,11 +297,14 @@ def with_modes(problem: Problem, proposal: Proposal, points, log_evidence: float
     log_weights = np.asarray(log_weights)
     if np.sum(np.exp(log_weights)) > 0.5:  # the fitted components keep at least half
         log_weights += np.log(0.5) - np.log(np.sum(np.exp(log_weights)))
+    # each mode's weight split between H^-1 and (DEFENSIVE_SCALE^2) H^-1: a mode wider than
+    # its Laplace approximation in some direction does not give heavy weights
     mixture, dtype = proposal.mixture, proposal.mixture.means.dtype
-    cholesky = jnp.asarray(np.stack(factors), dtype)
+    cholesky = jnp.asarray(np.concatenate([np.stack(factors),
+                                           DEFENSIVE_SCALE * np.stack(factors)]), dtype)
     added = GaussianMixture(
-        log_weights=jnp.asarray(log_weights, dtype),
-        means=jnp.asarray(np.stack(means), dtype), cholesky=cholesky,
+        log_weights=jnp.asarray(np.tile(log_weights + np.log(0.5), 2), dtype),
+        means=jnp.asarray(np.tile(np.stack(means), (2, 1)), dtype), cholesky=cholesky,
         inverse_cholesky=jnp.linalg.inv(cholesky))
     rest = jnp.log1p(-jnp.sum(jnp.exp(added.log_weights)))
     merged = GaussianMixture(*(jnp.concatenate([old, new]) for old, new in zip(
