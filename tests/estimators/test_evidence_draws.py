@@ -189,6 +189,9 @@ def test_bad_input():
         FromDraws(num_samples=10)
     with pytest.raises(InputError, match="fallback"):
         FromDraws(fallback="smc")
+    for share in (-0.1, 0.6, "0.2"):
+        with pytest.raises(InputError, match="empty_share"):
+            FromDraws(empty_share=share)
     with pytest.raises(InputError, match="lack the parameter site"):
         posterior_draws(problem, {"v": np.zeros((10, 3))})
     with pytest.raises(InputError, match="shape"):
