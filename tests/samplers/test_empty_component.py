@@ -91,6 +91,8 @@ def test_structure_is_found_for_mixtures_only():
     assert component_structure(regression) is None
     assert component_structure(_problem(1)) is None  # K = 1: nothing exchangeable
     assert component_structure(fixed_component_mixture().problem(DATA)) is None
+    with pytest.raises(ValueError, match="not a latent site"):
+        _problem(2).transform("y")
 
 
 def test_reduced_draws():
