@@ -59,7 +59,9 @@ from jax.flatten_util import ravel_pytree
 from jax.scipy.special import logsumexp
 from numpyro.distributions import constraints
 
+from slt import compile_cache
 from slt.problem import Problem
+from slt.samplers.importance import fit_proposal, sample_proposal, symmetrised_log_density
 
 __all__ = ["ComponentStructure", "EmptyComponentCover", "MIXED_SHARE", "ReducedCoordinates",
            "component_structure", "cover_log_density", "fit_cover", "reduced_draws_from",
@@ -165,8 +167,6 @@ def fit_cover(problem: Problem, structure: ComponentStructure, key, reduced_poin
     """q_E with its K - 1 component proposal fitted to (m, reduced.dim) flat `reduced_points`
     (`reduced_draws_from`, `reduced_draws_of`); the empty weight's Beta(1, `concentration`),
     by default (n + K - 1) / WEIGHT_WIDENING."""
-    from slt.samplers.importance import fit_proposal
-
     points = jnp.asarray(reduced_points, problem.dtype)
     smaller = fit_proposal(structure.reduced, key, points, num_components)
     if concentration is None:
@@ -206,12 +206,12 @@ def reduced_draws_of(problem: Problem, structure: ComponentStructure, smaller: P
 
 
 def sample_cover(problem: Problem, cover: EmptyComponentCover, key, num_samples: int):
-    """(num_samples, dim) flat draws of q_E (module doc, steps 1–4)."""
-    from slt.samplers.importance import sample_proposal
-
+    """(num_samples, dim) flat draws of q_E (module doc, steps 1–4), in one program compiled
+    once per problem, draw count and cover shape (`slt.compile_cache`; the K - 1 component
+    mixture an argument)."""
     structure = cover.structure
-    smaller_key, eps_key, prior_key, label_key = jax.random.split(key, 4)
-    reduced_draws = sample_proposal(smaller_key, cover.smaller, num_samples)
+    signature = ("empty-component draws", num_samples, cover.smaller.mixture.means.shape,
+                 cover.smaller.orders.shape, cover.concentration, problem.dtype)
 
     def assemble(u_reduced, eps_key, prior_key, label_key):
         values = structure.reduced.constrain(structure.reduced.unravel(u_reduced))
@@ -227,15 +227,23 @@ def sample_cover(problem: Problem, cover: EmptyComponentCover, key, num_samples:
                 for name, value in rest.items()}
         return problem.ravel(problem.unconstrain(full)).astype(problem.dtype)
 
-    keys = [jax.random.split(k, num_samples) for k in (eps_key, prior_key, label_key)]
-    return jax.jit(jax.vmap(assemble))(reduced_draws, *keys)
+    def draw(key, mixture):
+        smaller_key, eps_key, prior_key, label_key = jax.random.split(key, 4)
+        reduced_draws = sample_proposal(smaller_key, cover.smaller._replace(mixture=mixture),
+                                        num_samples)
+        keys = [jax.random.split(k, num_samples) for k in (eps_key, prior_key, label_key)]
+        return jax.vmap(assemble)(reduced_draws, *keys)
+
+    def build():
+        return jax.jit(draw).lower(key, cover.smaller.mixture).compile()
+
+    program, _ = compile_cache.compiled_for(problem, signature, build)
+    return program(key, cover.smaller.mixture)
 
 
 def cover_log_density(problem: Problem, cover: EmptyComponentCover, points):
     """log q_E at each row of (M, dim) flat `points` (module doc); traceable (the caller
     compiles it: `importance.proposal_log_weights`)."""
-    from slt.samplers.importance import symmetrised_log_density
-
     structure, smaller = cover.structure, cover.smaller
     reduced = structure.reduced
     size = structure.size

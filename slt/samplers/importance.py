@@ -272,8 +272,7 @@ def with_modes(problem: Problem, proposal: Proposal, points, log_evidence: float
         points = jax.jit(jax.vmap(canonical))(points)
 
     def log_target(flat):
-        params = problem.unravel(flat)
-        return jnp.sum(problem.loglik(params, problem.data)) + problem.log_prior(params)
+        return problem.log_joint(problem.unravel(flat))
 
     hessian = jax.jit(jax.hessian(log_target))
     means, factors, log_weights = [], [], []
@@ -281,9 +280,10 @@ def with_modes(problem: Problem, proposal: Proposal, points, log_evidence: float
         if any(np.linalg.norm(point - other) < SAME_MODE for other in means):
             continue
         precision = -np.asarray(hessian(jnp.asarray(point, problem.dtype)), np.float64)
+        precision = (precision + precision.T) / 2
         try:
             np.linalg.cholesky(precision)  # positive definite, or not a mode to add
-            factor = np.linalg.cholesky(np.linalg.inv((precision + precision.T) / 2))
+            factor = np.linalg.cholesky(np.linalg.inv(precision))
         except np.linalg.LinAlgError:
             continue
         log_mass = (float(log_target(jnp.asarray(point, problem.dtype)))
