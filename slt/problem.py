@@ -519,6 +519,13 @@ class Problem:
             for name in self._transforms
         }
 
+    def constrained_shapes(self) -> dict[str, tuple[int, ...]]:
+        """{latent site (a parameter for `from_loss`): the shape of its value on the support},
+        read from a trace of `constrain` on shapes (`jax.eval_shape`), nothing compiled."""
+        shapes = jax.eval_shape(lambda flat: self.constrain(self.unravel(flat)),
+                                jax.ShapeDtypeStruct((self.dim,), self.dtype))
+        return {name: tuple(value.shape) for name, value in shapes.items()}
+
     def transform(self, name: str):
         """The constraining transform of latent site `name` (NumPyro's `biject_to` of its
         support): unconstrained value -> value on the support."""

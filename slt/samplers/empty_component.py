@@ -53,7 +53,6 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import numpyro.distributions as dist
 from jax.flatten_util import ravel_pytree
 from jax.scipy.special import logsumexp
@@ -61,7 +60,12 @@ from numpyro.distributions import constraints
 
 from slt import compile_cache
 from slt.problem import Problem
-from slt.samplers.importance import fit_proposal, sample_proposal, symmetrised_log_density
+from slt.samplers.importance import (
+    draws_of_q_G,
+    fit_proposal,
+    symmetrised_log_density,
+    vmapped_program,
+)
 
 __all__ = ["ComponentStructure", "EmptyComponentCover", "MIXED_SHARE", "ReducedCoordinates",
            "component_structure", "cover_log_density", "fit_cover", "reduced_draws_from",
@@ -83,16 +87,26 @@ class ReducedCoordinates:
         self.exchangeable = problem.exchangeable
         self.dtype = problem.dtype
         self._transforms = {name: problem.transform(name) for name in problem.site_names}
-        values = problem.constrain(problem.unravel(jnp.zeros(problem.dim, problem.dtype)))
-        template = {}
-        for name, value in values.items():
-            if name in self.exchangeable:
-                value = value[:size - 1]
-                if name == weights:
-                    value = value / jnp.sum(value)
-            template[name] = jnp.zeros_like(self._transforms[name].inv(value))
-        flat, self._unravel = ravel_pytree(template)
-        self.dim = int(flat.size)
+        unravels = []
+
+        def reduced_flat(flat):  # traced on shapes only: nothing runs or compiles
+            template = {}
+            for name, value in problem.constrain(problem.unravel(flat)).items():
+                if name in self.exchangeable:
+                    value = value[:size - 1]
+                    if name == weights:
+                        value = value / jnp.sum(value)
+                template[name] = self._transforms[name].inv(value)
+            reduced, unravel = ravel_pytree(template)
+            unravels.append(unravel)  # static: shapes and dtypes, no traced values
+            return reduced
+
+        shape = jax.eval_shape(reduced_flat, jax.ShapeDtypeStruct((problem.dim,), self.dtype))
+        self._unravel = unravels[0]
+        self.dim = int(shape.shape[0])
+
+    # {site: shape on the support}, traced on shapes: the same reading as a Problem's
+    constrained_shapes = Problem.constrained_shapes
 
     def ravel(self, params):
         return ravel_pytree(params)[0]
@@ -142,8 +156,7 @@ def component_structure(problem: Problem) -> ComponentStructure | None:
     if len(simplex) != 1:
         return None
     weights = simplex[0]
-    size = int(np.shape(problem.constrain(problem.unravel(
-        jnp.zeros(problem.dim, problem.dtype)))[weights])[0])
+    size = problem.constrained_shapes()[weights][0]
     sites = tuple(name for name in problem.exchangeable if name != weights)
     if size < 2 or any(facts[name][1][:1] != (size,) for name in sites):
         return None
@@ -183,7 +196,8 @@ def reduced_draws_from(problem: Problem, structure: ComponentStructure, flat) ->
         empty = jnp.argmin(values[structure.weights])
         return _without_component(structure, values, empty)
 
-    return jax.jit(jax.vmap(reduce))(jnp.asarray(flat, problem.dtype))
+    flat = jnp.asarray(flat, problem.dtype)
+    return vmapped_program(problem, "emptiest component removed", reduce, flat)(flat)
 
 
 def reduced_draws_of(problem: Problem, structure: ComponentStructure, smaller: Problem,
@@ -194,9 +208,7 @@ def reduced_draws_of(problem: Problem, structure: ComponentStructure, smaller: P
     if smaller.model is None or set(smaller.site_names) != set(problem.site_names):
         return None
     reduced = structure.reduced
-    zero = smaller.constrain(smaller.unravel(jnp.zeros(smaller.dim, smaller.dtype)))
-    expected = reduced.constrain(reduced.unravel(jnp.zeros(reduced.dim, reduced.dtype)))
-    if any(np.shape(zero[name]) != np.shape(expected[name]) for name in expected):
+    if smaller.constrained_shapes() != reduced.constrained_shapes():
         return None
 
     def convert(u):
@@ -229,8 +241,8 @@ def sample_cover(problem: Problem, cover: EmptyComponentCover, key, num_samples:
 
     def draw(key, mixture):
         smaller_key, eps_key, prior_key, label_key = jax.random.split(key, 4)
-        reduced_draws = sample_proposal(smaller_key, cover.smaller._replace(mixture=mixture),
-                                        num_samples)
+        reduced_draws = draws_of_q_G(*jax.random.split(smaller_key),
+                                     cover.smaller._replace(mixture=mixture), num_samples)
         keys = [jax.random.split(k, num_samples) for k in (eps_key, prior_key, label_key)]
         return jax.vmap(assemble)(reduced_draws, *keys)
 

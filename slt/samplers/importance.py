@@ -36,6 +36,7 @@ see a mode that no draw visited: that is the independent reference's job (nested
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import time
@@ -58,9 +59,9 @@ from slt.samplers.mixture_proposal import (
 from slt.validation import InputError, require_int, require_key
 
 __all__ = [
-    "ImportanceRun", "MAX_PERMUTATIONS", "Proposal", "default_components", "fit_proposal",
-    "importance_log_evidence", "proposal_log_weights", "sample_proposal",
-    "symmetrised_log_density", "with_cover", "with_modes",
+    "ImportanceRun", "MAX_PERMUTATIONS", "Proposal", "canonical_points", "default_components",
+    "draws_of_q_G", "fit_proposal", "importance_log_evidence", "proposal_log_weights",
+    "sample_proposal", "symmetrised_log_density", "vmapped_program", "with_cover", "with_modes",
 ]
 
 # Symmetrising over K! orders costs K! evaluations of q and of a d x d Jacobian per draw; K = 5
@@ -74,9 +75,6 @@ DEFENSIVE_SCALE = 2.0
 # Pareto k-hat above which importance sampling is unreliable (Vehtari et al. 2024, sec. 3).
 PARETO_K_LIMIT = 0.7
 _BATCH = 1024  # draws per evaluation batch (bounds memory at large n)
-# EM and the draws from q compiled once per shape (JAX's own cache), not run op by op.
-_fit_mixture = jax.jit(fit_gaussian_mixture, static_argnames=("num_components", "num_iterations"))
-_sample_mixture = jax.jit(sample_mixture, static_argnums=2)
 
 
 def default_components(num_points: int, dim: int) -> int:
@@ -119,8 +117,7 @@ def _label_maps(problem: Problem):
     sites = problem.exchangeable
     if not sites:
         return None, None, np.zeros((1, 0), np.int32)
-    size = np.shape(problem.constrain(problem.unravel(jnp.zeros(problem.dim,
-                                                                 problem.dtype)))[sites[0]])[0]
+    size = problem.constrained_shapes()[sites[0]][0]
     if math.factorial(size) > MAX_PERMUTATIONS:
         raise InputError(
             f"importance sampling symmetrises over all {size}! orders of the exchangeable "
@@ -139,6 +136,37 @@ def _label_maps(problem: Problem):
 
     orders = np.array(list(itertools.permutations(range(size))), np.int32)
     return permute, canonical, orders
+
+
+def vmapped_program(problem, kind: str, function, *arguments):
+    """`jax.jit(jax.vmap(function))` compiled for the shapes and dtypes of `arguments` (arrays
+    or `jax.ShapeDtypeStruct`s), once per problem (`slt.compile_cache`): `function`, a closure
+    over the problem, is traced once, not at every call."""
+    shapes = tuple(jax.ShapeDtypeStruct(np.shape(a), a.dtype) for a in arguments)
+    signature = (kind, *((s.shape, str(s.dtype)) for s in shapes))
+    program, _ = compile_cache.compiled_for(
+        problem, signature, lambda: jax.jit(jax.vmap(function)).lower(*shapes).compile())
+    return program
+
+
+def canonical_points(problem: Problem, points):
+    """(M, dim) flat points, each in canonical label order (`points` as they are without
+    exchangeable sites)."""
+    _, canonical, _ = _label_maps(problem)
+    points = jnp.asarray(points, problem.dtype)
+    if canonical is None:
+        return points
+    return vmapped_program(problem, "canonical order", canonical, points)(points)
+
+
+@functools.partial(jax.jit, static_argnames=("num_components", "num_iterations"))
+def _fitted_mixture(key, points, *, num_components: int, num_iterations: int):
+    """q fitted by EM to `points` (whitened by their covariance factor), with the defensive
+    component; one program per shape (JAX's cache), not run op by op."""
+    mixture = fit_gaussian_mixture(key, points, whitening_factor(points),
+                                   num_components=num_components,
+                                   num_iterations=num_iterations)
+    return _with_defensive(mixture, points)
 
 
 def _with_defensive(mixture: GaussianMixture, points) -> GaussianMixture:
@@ -229,7 +257,8 @@ def importance_log_evidence(
     start = time.perf_counter()
     fit_key, draw_key, order_key = jax.random.split(key, 3)
     proposal = fit_proposal(problem, fit_key, points, num_components, num_iterations)
-    proposals = _sample_proposal(draw_key, order_key, proposal, num_samples)
+    proposals = _proposal_draws(problem, proposal, num_samples)(draw_key, order_key,
+                                                                proposal.mixture)
     log_weights = proposal_log_weights(problem, proposal, proposals)
     return _summarise(np.asarray(log_weights, np.float64), proposal.orders.shape[0],
                       num_components + 1, time.perf_counter() - start)
@@ -266,10 +295,8 @@ def with_modes(problem: Problem, proposal: Proposal, points, log_evidence: float
     |G| copies 1/|G| of it), the fitted components the rest. A point whose H is not positive
     definite, or that repeats a mode (closer than SAME_MODE), adds nothing. Importance
     sampling stays unbiased whatever the weights: they only spread the draws."""
-    _, canonical, orders = _label_maps(problem)
-    points = jnp.asarray(points, problem.dtype)
-    if canonical is not None:
-        points = jax.jit(jax.vmap(canonical))(points)
+    orders = _label_maps(problem)[2]
+    points = canonical_points(problem, points)
 
     def log_target(flat):
         return problem.log_joint(problem.unravel(flat))
@@ -321,43 +348,65 @@ def fit_proposal(problem: Problem, key, points, num_components: int,
                  num_iterations: int = 100) -> Proposal:
     """q_G fitted by EM to (M, dim) flat draws `points` (put in canonical label order first),
     with the defensive component (module doc)."""
-    permute, canonical, orders = _label_maps(problem)
-    if canonical is not None:
-        points = jax.jit(jax.vmap(canonical))(points)
-    mixture = _fit_mixture(key, points, whitening_factor(points),
-                           num_components=num_components, num_iterations=num_iterations)
-    return Proposal(_with_defensive(mixture, points), permute, orders)
+    permute, _, orders = _label_maps(problem)
+    mixture = _fitted_mixture(key, canonical_points(problem, points),
+                              num_components=num_components, num_iterations=num_iterations)
+    return Proposal(mixture, permute, orders)
 
 
-def sample_proposal(key, proposal: Proposal, num_samples: int, problem: Problem | None = None):
-    """(num_samples, dim) draws from q_G: a draw of q in a uniformly chosen label order; with
-    a cover (`Proposal.cover`; `problem` then required), the last round(eta num_samples)
-    rows are draws of q_E instead."""
+def sample_proposal(key, proposal: Proposal, num_samples: int, problem: Problem):
+    """(num_samples, dim) draws from q_G of `problem` (or of the coordinates a cover's K - 1
+    component proposal lives in): a draw of q in a uniformly chosen label order, in one
+    program compiled once per problem, draw count and mixture shape (`slt.compile_cache`;
+    the mixture an argument); with a cover (`Proposal.cover`), the last round(eta
+    num_samples) rows are draws of q_E instead."""
     if proposal.cover is None:
-        return _sample_proposal(*jax.random.split(key), proposal, num_samples)
+        return _proposal_draws(problem, proposal, num_samples)(*jax.random.split(key),
+                                                                proposal.mixture)
     from slt.samplers.empty_component import sample_cover
 
-    fit_key, order_key, cover_key = jax.random.split(key, 3)
+    draw_key, order_key, cover_key = jax.random.split(key, 3)
     from_cover = round(proposal.cover.share * num_samples)
     return jnp.concatenate([
-        _sample_proposal(fit_key, order_key, proposal, num_samples - from_cover),
+        _proposal_draws(problem, proposal, num_samples - from_cover)(draw_key, order_key,
+                                                                     proposal.mixture),
         sample_cover(problem, proposal.cover, cover_key, from_cover)])
 
 
-def _sample_proposal(draw_key, order_key, proposal: Proposal, num_samples: int):
-    draws = _sample_mixture(draw_key, proposal.mixture, num_samples)
+def _proposal_draws(problem, proposal: Proposal, num_samples: int):
+    """The compiled `(draw_key, order_key, mixture) -> draws_of_q_G(...)` of
+    `sample_proposal`."""
+    mixture = proposal.mixture
+    signature = ("proposal draws", num_samples, mixture.means.shape, proposal.orders.shape,
+                 str(mixture.means.dtype))
+
+    def build():
+        def draw(draw_key, order_key, mixture):
+            return draws_of_q_G(draw_key, order_key,
+                                proposal._replace(mixture=mixture, cover=None), num_samples)
+
+        key = jax.random.key(0)
+        return jax.jit(draw).lower(key, key, mixture).compile()
+
+    return compile_cache.compiled_for(problem, signature, build)[0]
+
+
+def draws_of_q_G(draw_key, order_key, proposal: Proposal, num_samples: int):
+    """(num_samples, dim) draws of q_G (the cover aside), traceable: a draw of q
+    (`draw_key`), moved to a uniformly chosen label order (`order_key`)."""
+    draws = sample_mixture(draw_key, proposal.mixture, num_samples)
     if proposal.permute is None:
         return draws
     chosen = jax.random.randint(order_key, (num_samples,), 0, proposal.orders.shape[0])
-    return jax.jit(jax.vmap(proposal.permute))(draws, jnp.asarray(proposal.orders)[chosen])
+    return jax.vmap(proposal.permute)(draws, jnp.asarray(proposal.orders)[chosen])
 
 
-def proposal_log_weights(problem: Problem, proposal: Proposal, points) -> jax.Array:
+def proposal_log_weights(problem: Problem, proposal: Proposal, points) -> np.ndarray:
     """log r(w) = l(w) + log p(w) - log q_G(w) at every row of (M, dim) `points` (draws of
     q_G or of the posterior alike), -inf where the target is NaN; in batches of one shape
     (the last padded with copies of the first row), compiled once per problem, mixture size
     and dtype with the data and the mixture as arguments (`slt.compile_cache`)."""
-    points = jnp.asarray(points, problem.dtype)
+    points = np.asarray(points, problem.dtype)
     mixture, cover = proposal.mixture, proposal.cover
     # the cover's K - 1 component mixture is an argument; its other parts shape the program
     smaller = None if cover is None else cover.smaller.mixture
@@ -389,11 +438,13 @@ def proposal_log_weights(problem: Problem, proposal: Proposal, points) -> jax.Ar
         return jax.jit(batch_weights).lower(shape, problem.data, mixture, smaller).compile()
 
     program, _ = compile_cache.compiled_for(problem, signature, build)
+    points = np.asarray(points)  # batches cut and padded on the host, not op by op in JAX
     size = points.shape[0]
-    padded = jnp.concatenate([points, jnp.broadcast_to(points[:1], (-size % _BATCH,
-                                                                    points.shape[1]))])
-    return jnp.concatenate([program(padded[i:i + _BATCH], problem.data, mixture, smaller)
-                            for i in range(0, size, _BATCH)])[:size]
+    padded = np.concatenate([points, np.broadcast_to(points[:1], (-size % _BATCH,
+                                                                  points.shape[1]))])
+    return np.concatenate([np.asarray(program(padded[i:i + _BATCH], problem.data, mixture,
+                                              smaller))
+                           for i in range(0, size, _BATCH)])[:size]
 
 
 def _summarise(log_weights, num_permutations, num_components, seconds) -> ImportanceRun:

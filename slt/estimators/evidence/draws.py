@@ -281,12 +281,12 @@ def posterior_draws(problem: Problem, draws) -> np.ndarray:
 
 
 def _flat_from_sites(problem: Problem, draws: Mapping) -> np.ndarray:
-    template = problem.constrain(problem.unravel(jnp.zeros(problem.dim, problem.dtype)))
+    template = problem.constrained_shapes()
     missing = sorted(set(template) - set(draws))
     if missing:
         raise InputError(f"the draws lack the parameter site(s) {missing}")
     values = {name: np.asarray(draws[name], np.float64) for name in template}
-    leads = {name: value.ndim - np.ndim(template[name]) for name, value in values.items()}
+    leads = {name: value.ndim - len(template[name]) for name, value in values.items()}
     if len(set(leads.values())) != 1 or next(iter(leads.values())) not in (1, 2):
         raise InputError(f"every site's draws need the same leading (draw,) or (chain, draw) "
                          f"dims before the site's shape; got {{site: shape}} = "
@@ -295,7 +295,7 @@ def _flat_from_sites(problem: Problem, draws: Mapping) -> np.ndarray:
     chains_draws = next(iter(values.values())).shape[:lead]
     if lead == 1:
         chains_draws = (1, *chains_draws)
-    rows = {name: jnp.asarray(v.reshape(-1, *np.shape(template[name])), problem.dtype)
+    rows = {name: jnp.asarray(v.reshape(-1, *template[name]), problem.dtype)
             for name, v in values.items()}
     flat = jax.jit(jax.vmap(lambda v: problem.ravel(problem.unconstrain(v))))(rows)
     return np.asarray(flat, np.float64).reshape(*chains_draws, problem.dim)
