@@ -22,6 +22,7 @@ from slt.estimators import free_energy
 from slt.estimators.evidence.draws import (
     FromDraws,
     bridge_log_evidence,
+    draws_free_energy,
     posterior_draws,
 )
 from slt.fit import MAPFit
@@ -94,6 +95,30 @@ def _bimodal():
                  + np.sum(-0.5 * (y[:, None] - grid**2) ** 2, 0) - 15 * np.log(2 * np.pi))
     log_evidence = logsumexp(log_joint) + np.log(grid[1] - grid[0])
     return Problem(model, {"y": y}), float(log_evidence), float(np.sqrt(np.mean(y)))
+
+
+@pytest.mark.heavy
+def test_a_standard_error_alone_too_large_gets_more_draws_then_is_checked_again():
+    """Only the se failed and more draws would meet it: each proposal draws 3 x num_samples
+    more, pooled with the first ones (the same first draws: same key), the se shrinks about
+    two-fold, every check passes, and F is still exact within its error. An se too large for
+    that, or `more_draws=1`, leaves the failure."""
+    case, default = _default_path()
+    problem, positions = case.problem, default.draws_run.positions
+    base = dataclasses.replace(SMALL, num_samples=1000, more_draws=1, fallback=None)
+    first = draws_free_energy(problem, jax.random.key(5), base, draws=positions)
+    assert first.more_draws == 1 and first.importance[0].num_samples == 1000
+    within = dataclasses.replace(base, max_std_error=first.std_error / 1.5, more_draws=4)
+    run = draws_free_energy(problem, jax.random.key(5), within, draws=positions)
+    assert run.more_draws == 4 and not run.failed
+    assert all(part.num_samples == 4000 for part in run.importance)
+    assert run.std_error < 0.75 * first.std_error
+    assert abs(run.log_evidence - case.log_evidence) < 4 * run.std_error + 0.005
+    for options in (dataclasses.replace(within, max_std_error=first.std_error / 3),
+                    dataclasses.replace(within, more_draws=1)):
+        unchanged = draws_free_energy(problem, jax.random.key(5), options, draws=positions)
+        assert unchanged.more_draws == 1 and set(unchanged.failed) == {"std_error"}
+        assert unchanged.log_evidence == first.log_evidence
 
 
 @pytest.mark.heavy
@@ -189,6 +214,8 @@ def test_bad_input():
         FromDraws(num_samples=10)
     with pytest.raises(InputError, match="fallback"):
         FromDraws(fallback="smc")
+    with pytest.raises(InputError, match="more_draws"):
+        FromDraws(more_draws=0)
     for share in (-0.1, 0.6, "0.2"):
         with pytest.raises(InputError, match="empty_share"):
             FromDraws(empty_share=share)

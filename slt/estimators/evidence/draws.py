@@ -51,6 +51,17 @@ error combined by the delta method). It stands only when its self-check passes
   visited) no longer sends the model to the tempered path. An optimum whose Hessian is not
   positive definite is not added and stays uncovered.
 
+**More draws when only the precision fails.** The standard error is the one check that more
+importance draws of the same proposals fix: when it alone fails and is at most
+sqrt(`FromDraws.more_draws`) x `max_std_error` (so that `more_draws` times the draws would
+meet it), each proposal draws (`more_draws` - 1) x `num_samples` more, pooled with its first
+ones (one unbiased estimate from all of them), and every check is made again on the pooled
+weights (`DrawsRun.more_draws`): seconds, where the tempered fallback costs minutes. A
+weight tail too heavy for the first draws to show shows in the pooled k-hat: on Old Faithful
+K = 4 (RESULTS.md), the two `compare` keys that failed on se alone (0.020, 0.026; a missed
+mode's Laplace component) then failed on k-hat (0.76, 0.72), still a fallback, for the reason
+that holds.
+
 When any check fails, that model's F comes from the tempered path (`FromDraws.fallback`, a
 `Tempering` value; `slt.free_energy`'s tempered methods), and the result says why
 (`FreeEnergyResult.path`, `.checks`).
@@ -148,6 +159,9 @@ class FromDraws:
         empty, which a Gaussian mixture fitted to the draws under-covers); 0 turns it off.
       max_pareto_k: the largest acceptable Pareto k-hat, in (0, 1] (0.7: Vehtari et al.).
       max_std_error: the largest acceptable standard error of F, nats (> 0).
+      more_draws: when the standard error is the only failed check and at most
+        sqrt(more_draws) x max_std_error, each proposal's importance draws are made this many
+        times `num_samples` in all and the checks run again (module doc); 1: never.
       optimum_window: optima within this many nats of the best must be covered (> 0).
       fallback: the tempered SMC that gives F when a check fails (`slt.Tempering`), or None
         (no fallback: the unchecked F with a warning per failed check). In `slt.compare` the
@@ -169,6 +183,7 @@ class FromDraws:
     empty_share: float = MIXED_SHARE
     max_pareto_k: float = 0.7
     max_std_error: float = 0.02
+    more_draws: int = 4
     optimum_window: float = 10.0
     fallback: Tempering | None = Tempering()
 
@@ -179,6 +194,7 @@ class FromDraws:
             raise InputError("nuts.num_samples must be >= 2: the draws are split in halves")
         set_field(self, "num_samples", require_int("num_samples", self.num_samples,
                                                    minimum=100))
+        set_field(self, "more_draws", require_int("more_draws", self.more_draws, minimum=1))
         if self.num_components is not None:
             set_field(self, "num_components", require_int(
                 "num_components", self.num_components, minimum=1))
@@ -218,6 +234,8 @@ class DrawsRun(NamedTuple):
     run_time: seconds of the whole path, compilation included (the fit excepted when given).
     added_modes: per proposal, the optima it missed that were added to it as Laplace
       components before its importance sampling was run again (module doc, "optima").
+    more_draws: importance draws per proposal as a multiple of `FromDraws.num_samples`: 1, or
+      `FromDraws.more_draws` when the se alone failed at first (module doc).
     """
 
     positions: np.ndarray
@@ -233,6 +251,7 @@ class DrawsRun(NamedTuple):
     nuts: TemperedDraws | None
     run_time: float
     added_modes: tuple[int, int] = (0, 0)
+    more_draws: int = 1
 
     @property
     def pareto_k(self) -> float:
@@ -442,7 +461,7 @@ def draws_free_energy(
         raise InputError(f"each half of the draws needs at least {minimum} points (2 x the "
                          f"components, and dim + 1); got {points[0].shape[0]}")
     covers = _covers(problem, jax.random.fold_in(key, 4), options, halves, smaller)
-    runs, bridges, gaps, added = [], [], [], []
+    sides = []
     for own, other_half, fit_key_h, cover in ((points[0], halves[1], key_a, covers[0]),
                                               (points[1], halves[0], key_b, covers[1])):
         proposal, run, log_weights = _importance(problem, fit_key_h, own, num_components,
@@ -454,25 +473,73 @@ def draws_free_energy(
         if count:  # importance sampling again, from q with the missed modes added
             run, log_weights = _importance_run(problem, jax.random.fold_in(fit_key_h, 9),
                                                proposal, options, run.num_components + count)
-            gap = _optimum_gaps(problem, proposal, optima, run)
-        runs.append(run)
-        gaps.append(gap)
-        added.append(count)
         other = jnp.asarray(other_half.reshape(-1, problem.dim), problem.dtype)
         at_posterior = np.asarray(proposal_log_weights(problem, proposal, other), np.float64)
-        bridges.append(bridge_log_evidence(at_posterior.reshape(other_half.shape[:2]),
-                                           log_weights))
+        sides.append(_Side(proposal, run, log_weights,
+                           at_posterior.reshape(other_half.shape[:2]), fit_key_h, count))
+    assessed = _assess(problem, options, sides, optima)
+    factor = 1
+    if (set(assessed.failed) == {"std_error"} and options.more_draws > 1
+            and assessed.estimate[1] <= np.sqrt(options.more_draws) * options.max_std_error):
+        factor = options.more_draws
+        sides = [_with_more_draws(problem, options, side) for side in sides]
+        assessed = _assess(problem, options, sides, optima)
+    estimate, bridge, bridges = assessed.estimate, assessed.bridge, assessed.bridges
+    return DrawsRun(
+        positions=positions, importance=tuple(side.run for side in sides),
+        log_evidence=estimate[0], std_error=estimate[1],
+        bridge=np.array([b[0] for b in bridges]), bridge_errors=np.array([b[1] for b in bridges]),
+        bridge_log_evidence=bridge[0], bridge_std_error=bridge[1],
+        optimum_gaps=assessed.optimum_gaps, failed=assessed.failed, nuts=nuts_draws,
+        run_time=time.perf_counter() - start,
+        added_modes=tuple(side.added_modes for side in sides), more_draws=factor,
+    )
+
+
+class _Side(NamedTuple):
+    """One proposal's part of the fast path: q, its importance run and log weights at its own
+    draws, its log weights at the other half's posterior draws (chain, draw), its key, and
+    the missed modes added to it."""
+
+    proposal: object
+    run: ImportanceRun
+    log_weights: np.ndarray
+    at_posterior: np.ndarray
+    key: jax.Array
+    added_modes: int
+
+
+class _Assessed(NamedTuple):
+    estimate: tuple[float, float]
+    bridges: list
+    bridge: tuple[float, float]
+    optimum_gaps: np.ndarray
+    failed: dict
+
+
+def _assess(problem, options: FromDraws, sides, optima) -> _Assessed:
+    """The combined importance and bridge estimates of both sides, and the failed checks."""
+    runs = [side.run for side in sides]
+    bridges = [bridge_log_evidence(side.at_posterior, side.log_weights) for side in sides]
     estimate = _combined([r.log_evidence for r in runs], [r.std_error for r in runs])
     bridge = _combined([b[0] for b in bridges], [b[1] for b in bridges])
-    optimum_gaps = np.max(np.stack(gaps), axis=0)
-    failed = _check(options, runs, estimate, bridge, optimum_gaps)
-    return DrawsRun(
-        positions=positions, importance=tuple(runs), log_evidence=estimate[0],
-        std_error=estimate[1], bridge=np.array([b[0] for b in bridges]),
-        bridge_errors=np.array([b[1] for b in bridges]), bridge_log_evidence=bridge[0],
-        bridge_std_error=bridge[1], optimum_gaps=optimum_gaps, failed=failed, nuts=nuts_draws,
-        run_time=time.perf_counter() - start, added_modes=tuple(added),
-    )
+    optimum_gaps = np.max(np.stack([_optimum_gaps(problem, side.proposal, optima, side.run)
+                                    for side in sides]), axis=0)
+    return _Assessed(estimate, bridges, bridge, optimum_gaps,
+                     _check(options, runs, estimate, bridge, optimum_gaps))
+
+
+def _with_more_draws(problem, options: FromDraws, side: _Side) -> _Side:
+    """`side` with (more_draws - 1) x num_samples further draws of its proposal, pooled with
+    its first ones into one importance run."""
+    start = time.perf_counter()
+    drawn = sample_proposal(jax.random.fold_in(side.key, 10), side.proposal,
+                            (options.more_draws - 1) * options.num_samples, problem)
+    pooled = np.concatenate([side.log_weights, np.asarray(
+        proposal_log_weights(problem, side.proposal, drawn), np.float64)])
+    run = _summarise(pooled, side.run.num_permutations, side.run.num_components,
+                     side.run.run_time + time.perf_counter() - start)
+    return side._replace(run=run, log_weights=pooled)
 
 
 def _optimum_gaps(problem, proposal, optima, run: ImportanceRun) -> np.ndarray:
