@@ -82,10 +82,11 @@ def results():
                 fit=MAPFit(num_restarts=2, adam_steps=100, lbfgs_steps=50),
                 multipliers=(0.5, 1, 2), free_energy=Tempering(num_particles=32, num_copies=2),
                 # the fast path's F (its DrawsRun saved and loaded like every result's run),
-                # short chains beside lambda_hat's temperatures; a failed check falls back to
-                # the short tempered path above
+                # short chains beside lambda_hat's temperatures; its se check fails (no more
+                # draws, more_draws=1) and falls back to the short tempered path above, whose
+                # one run F, WBIC and lambda_hat share
                 draws=FromDraws(nuts=NUTS(num_chains=2, num_warmup=100, num_samples=200),
-                                num_samples=1000),
+                                num_samples=1000, more_draws=1),
             ),
             progress=False,
         )
