@@ -61,6 +61,7 @@ from numpyro.distributions import constraints
 from slt import compile_cache
 from slt.problem import Problem
 from slt.samplers.importance import (
+    default_components,
     draws_of_q_G,
     fit_proposal,
     symmetrised_log_density,
@@ -68,8 +69,8 @@ from slt.samplers.importance import (
 )
 
 __all__ = ["ComponentStructure", "EmptyComponentCover", "MIXED_SHARE", "ReducedCoordinates",
-           "component_structure", "cover_log_density", "fit_cover", "reduced_draws_from",
-           "reduced_draws_of", "sample_cover"]
+           "component_structure", "cover_log_density", "fit_cover", "fitted_cover",
+           "reduced_draws_from", "reduced_draws_of", "sample_cover"]
 
 # eta: the share of q_E in the importance mixture (measured at 0.2, module doc).
 MIXED_SHARE = 0.2
@@ -185,6 +186,18 @@ def fit_cover(problem: Problem, structure: ComponentStructure, key, reduced_poin
     if concentration is None:
         concentration = (problem.n + structure.size - 1) / WEIGHT_WIDENING
     return EmptyComponentCover(structure, smaller, float(concentration), float(share))
+
+
+def fitted_cover(problem: Problem, structure: ComponentStructure, key, reduced_points,
+                 share: float = MIXED_SHARE) -> EmptyComponentCover | None:
+    """`fit_cover` with `importance.default_components` for its K - 1 component proposal, or
+    None with fewer than reduced.dim + 2 points (too few for a covariance)."""
+    dim = structure.reduced.dim
+    count = reduced_points.shape[0]
+    if count < dim + 2:
+        return None
+    return fit_cover(problem, structure, key, reduced_points, default_components(count, dim),
+                     share)
 
 
 def reduced_draws_from(problem: Problem, structure: ComponentStructure, flat) -> jax.Array:

@@ -84,7 +84,7 @@ from slt.problem import Problem
 from slt.samplers.empty_component import (
     MIXED_SHARE,
     component_structure,
-    fit_cover,
+    fitted_cover,
     reduced_draws_from,
     reduced_draws_of,
 )
@@ -109,7 +109,7 @@ from slt.validation import (
 )
 
 __all__ = ["CHECKS", "DrawsRun", "FromDraws", "bridge_log_evidence", "draws_free_energy",
-           "posterior_draws"]
+           "fitted_importance", "posterior_draws"]
 
 CHECKS = ("pareto_k", "std_error", "proposals", "bridge", "optima")
 # Two estimates of one F agree when their gap is within this many combined standard errors,
@@ -464,8 +464,8 @@ def draws_free_energy(
     sides = []
     for own, other_half, fit_key_h, cover in ((points[0], halves[1], key_a, covers[0]),
                                               (points[1], halves[0], key_b, covers[1])):
-        proposal, run, log_weights = _importance(problem, fit_key_h, own, num_components,
-                                                 options, cover)
+        proposal, run, log_weights = fitted_importance(problem, fit_key_h, own, num_components,
+                                                       options, cover)
         gap = _optimum_gaps(problem, proposal, optima, run)
         missed = optima[~(gap <= COVERAGE_GAP)]
         proposal, count = (with_modes(problem, proposal, missed, run.log_evidence)
@@ -569,15 +569,12 @@ def _covers(problem, key, options: FromDraws, halves, smaller) -> tuple:
     if reduced_halves is None or reduced_halves[0] is None:
         reduced_halves = [reduced_draws_from(problem, structure, half.reshape(-1, problem.dim))
                           for half in halves]
-    dim = structure.reduced.dim
-    return tuple(
-        fit_cover(problem, structure, jax.random.fold_in(key, index), points,
-                  default_components(points.shape[0], dim), options.empty_share)
-        if points.shape[0] >= dim + 2 else None
-        for index, points in enumerate(reduced_halves))
+    return tuple(fitted_cover(problem, structure, jax.random.fold_in(key, index), points,
+                              options.empty_share)
+                 for index, points in enumerate(reduced_halves))
 
 
-def _importance(problem, key, points, num_components, options: FromDraws, cover=None):
+def fitted_importance(problem, key, points, num_components, options: FromDraws, cover=None):
     """(proposal, its `ImportanceRun`, its log weights) fitted to `points`, mixed with the
     empty-component `cover` when there is one; if the Pareto k-hat exceeds the limit, once
     more with half the components, keeping the fit with the smaller k-hat (as

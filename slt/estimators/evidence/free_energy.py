@@ -81,6 +81,7 @@ import warnings
 from dataclasses import dataclass, field
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import xarray as xr
@@ -89,11 +90,18 @@ from slt.estimators.evidence.draws import (
     DrawsRun,
     FromDraws,
     draws_free_energy,
+    fitted_importance,
     summary_of_failures,
 )
 from slt.problem import Problem
 from slt.results import Persistable, warnings_note
-from slt.samplers.importance import PARETO_K_LIMIT, ImportanceRun, importance_log_evidence
+from slt.samplers.empty_component import component_structure, fitted_cover, reduced_draws_from
+from slt.samplers.importance import (
+    PARETO_K_LIMIT,
+    ImportanceRun,
+    default_components,
+    importance_log_evidence,
+)
 from slt.samplers.nested import NestedRun, NestedSampling, nested_sampling
 from slt.samplers.tempering import INDEPENDENCE_MAX_DIM, SMCRun, Tempering, tempered_smc
 from slt.validation import InputError, require_instance, require_int, require_one_of
@@ -498,7 +506,20 @@ def _importance(problem: Problem, key, particles) -> ImportanceRun:
     """Importance sampling from the particles; if its Pareto k-hat exceeds the limit, once
     more with half the components (a mixture over-fitted to too few particles per component
     has thin tails: measured on Old Faithful with 800 particles, RESULTS.md), keeping the run
-    with the smaller k-hat. Each is unbiased for Z given its mixture."""
+    with the smaller k-hat. Each is unbiased for Z given its mixture. For a mixture model
+    (`slt.samplers.empty_component.component_structure`) the proposal holds the
+    empty-component cover as the fast path's do (its K - 1 part fitted to the particles with
+    their emptiest component removed): measured on Old Faithful K = 4, k-hat 0.43-0.60 where
+    it was up to 0.73, and F within 0.026 of the reference (RESULTS.md)."""
+    flat = jnp.asarray(particles, problem.dtype).reshape(-1, problem.dim)
+    structure = component_structure(problem)
+    cover = None if structure is None else fitted_cover(
+        problem, structure, jax.random.fold_in(key, 3),
+        reduced_draws_from(problem, structure, flat))
+    if cover is not None:
+        return fitted_importance(problem, jax.random.fold_in(key, 1), flat,
+                                 default_components(flat.shape[0], problem.dim), FromDraws(),
+                                 cover)[1]
     first = importance_log_evidence(problem, jax.random.fold_in(key, 1), particles)
     if first.pareto_k <= PARETO_K_LIMIT or first.num_components <= 2:
         return first
