@@ -93,6 +93,21 @@ def test_geometry_keeps_its_programs_with_the_model_and_releases_them_with_it():
     assert [reference() for reference in references] == [None] * len(references)
 
 
+def test_a_mixtures_component_structure_is_read_once_and_released_with_it():
+    """`component_structure` is kept with the problem (the reduced coordinates' programs are
+    keyed by it, so a fresh one per call would compile them again) and holds no reference to
+    the problem."""
+    from slt.samplers.empty_component import component_structure
+
+    problem = models.gaussian_mixture(3).problem({"y": jnp.array([-1.5, 0.0, 2.5])})
+    structure = component_structure(problem)
+    assert structure.size == 3 and component_structure(problem) is structure
+    reference = weakref.ref(problem)
+    del problem
+    gc.collect()
+    assert reference() is None
+
+
 def test_programs_are_kept_per_problem_up_to_the_limit():
     problem = _regression_problem()
     builds = []

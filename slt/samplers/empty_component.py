@@ -141,9 +141,16 @@ def component_structure(problem: Problem) -> ComponentStructure | None:
     """The structure q_E needs, or None where `problem` is not a mixture it applies to: no
     NumPyro model, no exchangeable sites, not exactly one exchangeable simplex site (the
     weights), or an exchangeable site whose prior does not factorise over the components
-    (its batch shape does not start with the K axis)."""
+    (its batch shape does not start with the K axis). Read once per problem and kept with it
+    (`slt.compile_cache`: the structure holds no reference to the problem), so that the
+    reduced coordinates' programs, keyed by them, compile once per problem."""
     if problem.model is None or not problem.exchangeable:
         return None
+    return compile_cache.compiled_for(problem, ("component structure",),
+                                      lambda: _read_structure(problem))[0]
+
+
+def _read_structure(problem: Problem) -> ComponentStructure | None:
     facts = {}
 
     def read(flat):

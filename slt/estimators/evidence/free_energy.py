@@ -100,7 +100,6 @@ from slt.samplers.importance import (
     PARETO_K_LIMIT,
     ImportanceRun,
     default_components,
-    importance_log_evidence,
 )
 from slt.samplers.nested import NestedRun, NestedSampling, nested_sampling
 from slt.samplers.tempering import INDEPENDENCE_MAX_DIM, SMCRun, Tempering, tempered_smc
@@ -503,11 +502,12 @@ def _nested_free_energy(problem, key, sampler: NestedSampling, progress):
 
 
 def _importance(problem: Problem, key, particles) -> ImportanceRun:
-    """Importance sampling from the particles; if its Pareto k-hat exceeds the limit, once
-    more with half the components (a mixture over-fitted to too few particles per component
-    has thin tails: measured on Old Faithful with 800 particles, RESULTS.md), keeping the run
-    with the smaller k-hat. Each is unbiased for Z given its mixture. For a mixture model
-    (`slt.samplers.empty_component.component_structure`) the proposal holds the
+    """Importance sampling from the particles (`slt.estimators.evidence.draws.
+    fitted_importance`, the fast path's own step): if its Pareto k-hat exceeds the limit,
+    once more with half the components (a mixture over-fitted to too few particles per
+    component has thin tails: measured on Old Faithful with 800 particles, RESULTS.md),
+    keeping the run with the smaller k-hat. Each is unbiased for Z given its mixture. For a
+    mixture model (`slt.samplers.empty_component.component_structure`) the proposal holds the
     empty-component cover as the fast path's do (its K - 1 part fitted to the particles with
     their emptiest component removed): measured on Old Faithful K = 4, k-hat 0.43-0.60 where
     it was up to 0.73, and F within 0.026 of the reference (RESULTS.md)."""
@@ -516,16 +516,9 @@ def _importance(problem: Problem, key, particles) -> ImportanceRun:
     cover = None if structure is None else fitted_cover(
         problem, structure, jax.random.fold_in(key, 3),
         reduced_draws_from(problem, structure, flat))
-    if cover is not None:
-        return fitted_importance(problem, jax.random.fold_in(key, 1), flat,
-                                 default_components(flat.shape[0], problem.dim), FromDraws(),
-                                 cover)[1]
-    first = importance_log_evidence(problem, jax.random.fold_in(key, 1), particles)
-    if first.pareto_k <= PARETO_K_LIMIT or first.num_components <= 2:
-        return first
-    fewer = importance_log_evidence(problem, jax.random.fold_in(key, 2), particles,
-                                    num_components=max(1, (first.num_components - 1) // 2))
-    return fewer if fewer.pareto_k < first.pareto_k else first
+    return fitted_importance(problem, jax.random.fold_in(key, 1), flat,
+                             default_components(flat.shape[0], problem.dim), FromDraws(),
+                             cover)[1]
 
 
 def _diagnose(run: SMCRun, summary: dict) -> list[str]:
