@@ -657,22 +657,32 @@ def _initial_carry(config: _Config, position, watch: _Watch | None = None) -> _C
 def _exact_initial_carry(config: _Config, chain_keys, per_chain, centers, starts, data,
                          watch: _Watch | None = None) -> _Carry:
     """Every exact chain at its start (`starts`: (num_chains, d)), its first step size found
-    (`slt.samplers.exact`), none diverged, nothing observed yet."""
-    log_target = _local_log_target(config.problem, config.include_prior)
+    (`slt.samplers.exact`), none diverged, nothing observed yet. The program is compiled once
+    per configuration and argument shapes, and kept with the problem (`slt.compile_cache`)."""
+    arguments = (chain_keys, per_chain, centers, starts, data)
+    leaves, structure = jax.tree.flatten(arguments)
+    signature = ("exact initial states", config._replace(problem=None), structure,
+                 tuple((a.shape, a.dtype, a.sharding) for a in leaves))
 
-    @jax.jit
-    def initial(chain_keys, per_chain, centers, starts, data):
-        def one(chain_key, start, step_size, gamma, nbeta, center_index, mask):
-            center = centers[center_index]
-            logdensity = restricted_logdensity(
-                lambda flat: log_target(flat, data, gamma, nbeta, center), mask, center)
-            return exact_initial_state(config.sampler, jax.random.fold_in(chain_key, -1 % 2**31),
-                                       start, logdensity, step_size)
+    def build():
+        log_target = _local_log_target(config.problem, config.include_prior)
 
-        return jax.vmap(one)(chain_keys, starts, *per_chain)
+        def initial(chain_keys, per_chain, centers, starts, data):
+            def one(chain_key, start, step_size, gamma, nbeta, center_index, mask):
+                center = centers[center_index]
+                logdensity = restricted_logdensity(
+                    lambda flat: log_target(flat, data, gamma, nbeta, center), mask, center)
+                return exact_initial_state(config.sampler,
+                                           jax.random.fold_in(chain_key, -1 % 2**31),
+                                           start, logdensity, step_size)
 
+            return jax.vmap(one)(chain_keys, starts, *per_chain)
+
+        return jax.jit(initial).lower(*arguments).compile()
+
+    initial = compile_cache.compiled_for(config.problem, signature, build)[0]
     return _Carry(
-        chain=initial(chain_keys, per_chain, centers, starts, data),
+        chain=initial(*arguments),
         diverged_at=jnp.full((config.num_chains,), -1, jnp.int32),
         observed=_no_observations(config, starts, watch),
     )
