@@ -23,6 +23,7 @@ from slt import (
     models,
 )
 from slt.samplers import SGLD
+from slt.samplers.empty_component import component_structure
 from slt.samplers.nuts import NUTS, sample_nuts
 from slt.samplers.tempering import Tempering, tempered_smc
 
@@ -97,8 +98,6 @@ def test_a_mixtures_component_structure_is_read_once_and_released_with_it():
     """`component_structure` is kept with the problem (the reduced coordinates' programs are
     keyed by it, so a fresh one per call would compile them again) and holds no reference to
     the problem."""
-    from slt.samplers.empty_component import component_structure
-
     problem = models.gaussian_mixture(3).problem({"y": jnp.array([-1.5, 0.0, 2.5])})
     structure = component_structure(problem)
     assert structure.size == 3 and component_structure(problem) is structure

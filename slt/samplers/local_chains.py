@@ -660,9 +660,7 @@ def _exact_initial_carry(config: _Config, chain_keys, per_chain, centers, starts
     (`slt.samplers.exact`), none diverged, nothing observed yet. The program is compiled once
     per configuration and argument shapes, and kept with the problem (`slt.compile_cache`)."""
     arguments = (chain_keys, per_chain, centers, starts, data)
-    leaves, structure = jax.tree.flatten(arguments)
-    signature = ("exact initial states", config._replace(problem=None), structure,
-                 tuple((a.shape, a.dtype, a.sharding) for a in leaves))
+    signature = _signature("exact initial states", config, arguments)
 
     def build():
         log_target = _local_log_target(config.problem, config.include_prior)
@@ -772,17 +770,21 @@ def _compile(config: _Config, arguments, observed: tuple):
     """(The chunk program for `config` and these argument shapes/shardings, whether it was
     already compiled): one per configuration, kept with the problem (`slt.compile_cache`).
     `observed`: () or (the observation arguments,), passed after the first step."""
-    leaves, structure = jax.tree.flatten((arguments, observed))
-    signature = (
-        "chain chunk", config._replace(problem=None), structure,
-        tuple((a.shape, a.dtype, a.sharding) for a in leaves),
-    )
+    signature = _signature("chain chunk", config, (arguments, observed))
     chunk = _run_chunk if isinstance(config.sampler, StochasticGradient) else _run_exact_chunk
     return compile_cache.compiled_for(
         config.problem, signature,
         lambda: jax.jit(functools.partial(_observed_in_blocks, chunk, config)).lower(
             *arguments, jnp.asarray(0), *observed).compile(),
     )
+
+
+def _signature(kind: str, config: _Config, arguments) -> tuple:
+    """What names a program of `kind` for `slt.compile_cache`: the configuration (its problem
+    aside, the cache's key) and the arguments' tree, shapes, dtypes and shardings."""
+    leaves, structure = jax.tree.flatten(arguments)
+    return (kind, config._replace(problem=None), structure,
+            tuple((a.shape, a.dtype, a.sharding) for a in leaves))
 
 
 def _observed_in_blocks(chunk, config: _Config, carry: _Carry, *arguments):
