@@ -70,7 +70,7 @@ def _fit_program(problem):
             value = -sum(parts(flat, y)) / N
             return jnp.where(jnp.isfinite(value), value, jnp.inf)
 
-        flat = _adam_then_lbfgs(per_example, start, FIT["adam_steps"], FIT["learning_rate"],
+        flat, *_ = _adam_then_lbfgs(per_example, start, FIT["adam_steps"], FIT["learning_rate"],
                                 FIT["lbfgs_steps"], FIT["grad_tol"])
         loglik, log_prior = parts(flat, y)
         return loglik, loglik + log_prior

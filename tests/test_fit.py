@@ -166,7 +166,7 @@ def test_lbfgs_stops_where_the_objective_stops_falling(dtype):
 
     def run(stall_steps):
         fit_module.STALL_STEPS = stall_steps
-        x, steps = jax.jit(lambda x0: fit_module._adam_then_lbfgs(
+        x, _, steps = jax.jit(lambda x0: fit_module._adam_then_lbfgs(
             objective, x0, 0, 0.1, 200, 0.0))(jnp.array([2.0, -1.0], dtype))
         return float(objective(x)), int(steps)
 

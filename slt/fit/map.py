@@ -305,10 +305,10 @@ def _compile_restarts(problem, starts, prior, adam_steps, learning_rate, lbfgs_s
             value = total_objective(flat, data) / problem.n
             return jnp.where(jnp.isfinite(value), value, jnp.inf)
 
-        flat, _ = _adam_then_lbfgs(per_example, x0, adam_steps, learning_rate, lbfgs_steps,
-                                   grad_tol)
+        flat, gradient, _ = _adam_then_lbfgs(per_example, x0, adam_steps, learning_rate,
+                                             lbfgs_steps, grad_tol)
         loglik, log_prior = evaluate(flat, data)
-        return flat, loglik, log_prior, jnp.linalg.norm(jax.grad(total_objective)(flat, data))
+        return flat, loglik, log_prior, problem.n * jnp.linalg.norm(gradient)
 
     program = jax.jit(jax.vmap(fit_one, in_axes=(0, None)))
     return program.lower(starts, problem.data).compile()
@@ -316,21 +316,32 @@ def _compile_restarts(problem, starts, prior, adam_steps, learning_rate, lbfgs_s
 
 def _adam_then_lbfgs(objective, x0, adam_steps, learning_rate, lbfgs_steps, grad_tol):
     """Minimise `objective` from `x0`: Adam to find a basin, then L-BFGS to converge (or to
-    stall, `MAPFit`). Returns the point and the number of L-BFGS steps taken."""
+    stall, `MAPFit`). Returns the point, the objective's gradient there and the number of
+    L-BFGS steps taken.
+
+    The program holds as few copies of the objective's value and gradient as the algorithm
+    allows (each copy is compiled anew, and they are most of the fit's compile time): Adam's
+    scan evaluates them once more at its last point, where L-BFGS starts, and seeds L-BFGS's
+    state with them (optax's `value_and_grad_from_state` would hold a further copy for that
+    first step); the returned gradient is the one L-BFGS's line search evaluated at the
+    point it returns."""
     schedule = optax.cosine_decay_schedule(learning_rate, max(adam_steps, 1), alpha=0.01)
     adam = optax.adam(schedule)
 
-    def adam_step(carry, _):
-        x, state = carry
-        grad = jax.grad(objective)(x)
+    def adam_step(carry, step):
+        x, state, _, _ = carry
+        value, grad = jax.value_and_grad(objective)(x)
         updates, state = adam.update(grad, state, x)
-        return (optax.apply_updates(x, updates), state), None
+        # the extra last evaluation (step adam_steps) only reads the value and gradient
+        x = jnp.where(step < adam_steps, optax.apply_updates(x, updates), x)
+        return (x, state, value, grad), None
 
-    (x, _), _ = jax.lax.scan(adam_step, (x0, adam.init(x0)), length=adam_steps)
+    start = (x0, adam.init(x0), jnp.asarray(jnp.inf, x0.dtype), jnp.zeros_like(x0))
+    (x, _, value, grad), _ = jax.lax.scan(adam_step, start, jnp.arange(adam_steps + 1))
+    if lbfgs_steps == 0:
+        return x, grad, 0
 
     lbfgs = optax.lbfgs()
-    value_and_grad = optax.value_and_grad_from_state(objective)
-
     floor = STALL_ULPS * jnp.finfo(x.dtype).eps
 
     def keep_going(carry):
@@ -341,14 +352,14 @@ def _adam_then_lbfgs(objective, x0, adam_steps, learning_rate, lbfgs_steps, grad
 
     def lbfgs_step(carry):
         x, state, step, stalled = carry
-        value, grad = value_and_grad(x, state=state)
+        # the value and gradient at x: Adam's last evaluation, then the line search's
+        value, grad = otu.tree_get(state, "value"), otu.tree_get(state, "grad")
         updates, state = lbfgs.update(grad, state, x, value=value, grad=grad, value_fn=objective)
         new_value = otu.tree_get(state, "value")
         fell = value - new_value > floor * jnp.maximum(jnp.abs(new_value), 1.0)
         return (optax.apply_updates(x, updates), state, step + 1,
                 jnp.where(fell, 0, stalled + 1))
 
-    if lbfgs_steps == 0:
-        return x, 0
-    x, _, steps, _ = jax.lax.while_loop(keep_going, lbfgs_step, (x, lbfgs.init(x), 0, 0))
-    return x, steps
+    seeded = otu.tree_set(lbfgs.init(x), value=value, grad=grad)
+    x, state, steps, _ = jax.lax.while_loop(keep_going, lbfgs_step, (x, seeded, 0, 0))
+    return x, otu.tree_get(state, "grad"), steps
