@@ -531,12 +531,15 @@ def _assess(problem, options: FromDraws, sides, optima) -> _Assessed:
 
 def _with_more_draws(problem, options: FromDraws, side: _Side) -> _Side:
     """`side` with (more_draws - 1) x num_samples further draws of its proposal, pooled with
-    its first ones into one importance run."""
+    its first ones into one importance run. They are drawn num_samples at a time (batch i
+    from fold_in(fold_in(key, 10), i)), by the program that made the first draws: a draw
+    count of its own would compile the proposal's and the cover's draws anew (seconds)."""
     start = time.perf_counter()
-    drawn = sample_proposal(jax.random.fold_in(side.key, 10), side.proposal,
-                            (options.more_draws - 1) * options.num_samples, problem)
-    pooled = np.concatenate([side.log_weights, np.asarray(
-        proposal_log_weights(problem, side.proposal, drawn), np.float64)])
+    more_key = jax.random.fold_in(side.key, 10)
+    batches = [np.asarray(proposal_log_weights(problem, side.proposal, sample_proposal(
+        jax.random.fold_in(more_key, batch), side.proposal, options.num_samples, problem)),
+        np.float64) for batch in range(options.more_draws - 1)]
+    pooled = np.concatenate([side.log_weights, *batches])
     run = _summarise(pooled, side.run.num_permutations, side.run.num_components,
                      side.run.run_time + time.perf_counter() - start)
     return side._replace(run=run, log_weights=pooled)
