@@ -17,7 +17,7 @@ import numpyro.distributions as dist
 import pytest
 from scipy.special import logsumexp
 
-from slt import Problem
+from slt import Problem, compile_cache
 from slt.estimators import free_energy
 from slt.estimators.evidence.draws import (
     FromDraws,
@@ -184,6 +184,8 @@ def test_a_mixture_with_its_empty_component_cover_is_exact_within_its_standard_e
     y = np.array([-1.5, 2.5])
     problem = gaussian_mixture(3).problem({"y": jnp.asarray(y)})
     options = dataclasses.replace(SMALL, num_samples=8000, fallback=None)
+    kinds = ("proposal draws", "empty-component draws")
+    before = [compile_cache.compile_count(kind) for kind in kinds]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the se check's 0.02 nats: not asked of these settings
         result = free_energy(problem, jax.random.key(0), options, progress=False)
@@ -191,6 +193,9 @@ def test_a_mixture_with_its_empty_component_cover_is_exact_within_its_standard_e
     error = result.free_energy + _two_point_mixture_log_evidence(y, 3)
     assert abs(error) < 4 * result.std_error + 0.005 and result.std_error < 0.03
     assert run.pareto_k < 0.7 and not set(run.failed) - {"std_error"}
+    # the further draws (the se alone failed) reuse the first draws' programs: one of each
+    assert run.more_draws == options.more_draws > 1
+    assert [compile_cache.compile_count(kind) for kind in kinds] == [n + 1 for n in before]
 
 
 def test_bridge_sampling_is_exact_for_a_known_ratio():
