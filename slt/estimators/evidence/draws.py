@@ -536,9 +536,9 @@ def _with_more_draws(problem, options: FromDraws, side: _Side) -> _Side:
     count of its own would compile the proposal's and the cover's draws anew (seconds)."""
     start = time.perf_counter()
     more_key = jax.random.fold_in(side.key, 10)
-    batches = [np.asarray(proposal_log_weights(problem, side.proposal, sample_proposal(
-        jax.random.fold_in(more_key, batch), side.proposal, options.num_samples, problem)),
-        np.float64) for batch in range(options.more_draws - 1)]
+    batches = [_drawn_log_weights(problem, jax.random.fold_in(more_key, batch), side.proposal,
+                                  options.num_samples)
+               for batch in range(options.more_draws - 1)]
     pooled = np.concatenate([side.log_weights, *batches])
     run = _summarise(pooled, side.run.num_permutations, side.run.num_components,
                      side.run.run_time + time.perf_counter() - start)
@@ -601,10 +601,16 @@ def fitted_importance(problem, key, points, num_components, options: FromDraws, 
 def _importance_run(problem, key, proposal, options: FromDraws, num_components: int):
     """(`ImportanceRun`, log weights) of `options.num_samples` draws of `proposal`."""
     start = time.perf_counter()
-    drawn = sample_proposal(key, proposal, options.num_samples, problem)
-    log_weights = np.asarray(proposal_log_weights(problem, proposal, drawn), np.float64)
+    log_weights = _drawn_log_weights(problem, key, proposal, options.num_samples)
     return _summarise(log_weights, proposal.orders.shape[0], num_components,
                       time.perf_counter() - start), log_weights
+
+
+def _drawn_log_weights(problem, key, proposal, num_samples: int) -> np.ndarray:
+    """(num_samples,) float64 log importance weights log p~(w) - log q(w) of fresh draws of
+    `proposal`."""
+    drawn = sample_proposal(key, proposal, num_samples, problem)
+    return np.asarray(proposal_log_weights(problem, proposal, drawn), np.float64)
 
 
 def _check(options: FromDraws, runs, estimate, bridge, optimum_gaps) -> dict:
