@@ -20,7 +20,10 @@ at 0.7 and 1): all 24 chains in one vmap did 5.5 times the useful leapfrog steps
 per temperature 2.5 times. On a CPU, where a vmapped step is not cheaper than the chains'
 steps one after another, one chain a program call took half the time (Old Faithful K = 4, 4
 chains at beta = 1 and at 1 / log n, 500 + 2000 steps, depth 7, 2 cores: 16.6 s against
-32.3 s, 16.5 against 35.9 CPU seconds; benchmarks/RESULTS.md). Warm-up adapts each chain's
+32.3 s, 16.5 against 35.9 CPU seconds; benchmarks/RESULTS.md). The groups of a chunk (a
+temperature's chains, or single chains) are independent calls of that program, made side by
+side, one thread per CPU core (`slt.samplers.runner.side_by_side`): bitwise the draws of the
+calls made in turn, in about half the time on 2 cores. Warm-up adapts each chain's
 step size and diagonal (or dense) mass matrix on its own (NumPyro's windowed adaptation). Steps are
 `lax.scan`ned in chunks, compiled once per configuration; progress is shown between chunks.
 Working on the potential directly avoids model handlers: it needs no `handlers.scale` (which
@@ -49,7 +52,7 @@ from numpyro.infer.hmc import hmc
 from slt import compile_cache
 from slt.problem import Params, Problem
 from slt.samplers.checkpoint import Checkpoint, join_records
-from slt.samplers.runner import ProgressBar, run_units
+from slt.samplers.runner import ProgressBar, run_units, side_by_side
 from slt.validation import (
     InputError,
     require_in_interval,
@@ -95,7 +98,7 @@ class NUTS:
       chunk_size: steps per compiled chunk; progress is reported and the checkpoint written
         between chunks (the draws do not depend on it).
       chain_method: "sequential" (each chain advanced by its own call of a one-chain
-        program), "vectorized" (the chains of one temperature in one `vmap`ped program, in
+        program, the calls made side by side, one thread per core), "vectorized" (the chains of one temperature in one `vmap`ped program, in
         lockstep: each step costs the longest of their trajectories) or "auto" (the
         default): sequential on a CPU, where it measured twice as fast, vectorized on an
         accelerator, where the chains of one call run side by side (module doc). Both run
@@ -317,8 +320,8 @@ def sample_nuts(
       key: PRNG key (starting points and chains).
       betas: inverse temperatures, a number or shape (B,), each >= 0 (beta = 0 samples the
         prior); the B x num_chains chains, those of one beta adjacent
-        (`np.repeat(betas, num_chains)`), run one group (a beta's chains, or one chain:
-        `sampler.chain_method`) after the other, every chunk, by the same compiled program
+        (`np.repeat(betas, num_chains)`), run in groups (a beta's chains, or one chain:
+        `sampler.chain_method`) side by side, every chunk, by the same compiled program
         (module doc).
       sampler: the chains' length and NUTS's settings (`NUTS`, its fields stated there).
       init: a starting point (unconstrained pytree) for every chain, or a (chains, dim) array
@@ -389,12 +392,18 @@ def sample_nuts(
         for chains in groups
     ))
 
+    group_betas = [chain_betas[chains] for chains in groups]
+
     def advance(states, _):
-        done = [run_chunk(state, chain_betas[chains], problem.data)
-                for state, chains in zip(states, groups, strict=True)]
+        def run(state, betas):
+            state, record = run_chunk(state, betas, problem.data)
+            return state, tuple(np.asarray(part) for part in record)
+
+        done = side_by_side([functools.partial(run, state, betas)
+                             for state, betas in zip(states, group_betas, strict=True)])
         records = zip(*(record for _, record in done), strict=True)
         return (tuple(state for state, _ in done),
-                tuple(np.concatenate([np.asarray(part) for part in parts]) for parts in records))
+                tuple(np.concatenate(parts) for parts in records))
 
     # Every chunk has the same length (one compiled program); the surplus steps of the last
     # chunk are dropped.

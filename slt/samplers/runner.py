@@ -15,20 +15,29 @@ turns SIGTERM into a `KeyboardInterrupt`). A `KeyboardInterrupt` during a checkp
 before it, and `run_units` raises `Interrupted`, a `KeyboardInterrupt` that names the file; the
 same call with the same arguments resumes from there to the bitwise same result. Without a
 checkpoint the `KeyboardInterrupt` propagates unchanged.
+
+Side by side. A unit of several independent programs (`sample_nuts`' temperature groups) calls
+them through `side_by_side`, each in its own thread: a compiled program releases Python's GIL
+while it runs, but on a CPU the calls of one thread run one after another (JAX dispatches them
+asynchronously to one queue per device), so only calls from several threads use several cores.
+The programs are the same and get the same arguments, so the numbers are bitwise those of the
+calls one after another.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 from tqdm.auto import tqdm
 
 from slt.samplers.checkpoint import Checkpoint, Interrupted, Records, Resumed
 
-__all__ = ["ProgressBar", "run_units"]
+__all__ = ["ProgressBar", "run_units", "side_by_side"]
 
 
 class ProgressBar(NamedTuple):
@@ -105,3 +114,16 @@ def run_units(
             raise
         raise Interrupted(store.path, getattr(interrupt, "signal", signal.SIGINT)) from interrupt
     return Resumed(state, records, done, run_time)
+
+
+def side_by_side(calls: Sequence[Callable[[], Any]]) -> list:
+    """The results of `calls` (functions of no arguments, each running compiled programs), in
+    order, the calls made in up to one thread per CPU core at once (module doc); one call is
+    made in the caller's thread. An exception of a call is raised here, after every call has
+    returned."""
+    workers = min(len(calls), os.cpu_count() or 1)
+    if workers <= 1:
+        return [call() for call in calls]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="slt-side-by-side") as pool:
+        futures = [pool.submit(call) for call in calls]
+    return [future.result() for future in futures]
