@@ -98,10 +98,11 @@ class NUTS:
       chunk_size: steps per compiled chunk; progress is reported and the checkpoint written
         between chunks (the draws do not depend on it).
       chain_method: "sequential" (each chain advanced by its own call of a one-chain
-        program, the calls made side by side, one thread per core), "vectorized" (the chains of one temperature in one `vmap`ped program, in
-        lockstep: each step costs the longest of their trajectories) or "auto" (the
-        default): sequential on a CPU, where it measured twice as fast, vectorized on an
-        accelerator, where the chains of one call run side by side (module doc). Both run
+        program, the calls made side by side, one thread per core), "vectorized" (the
+        chains of one temperature in one `vmap`ped program, in lockstep: each step costs
+        the longest of their trajectories) or "auto" (the default): sequential on a CPU,
+        where it measured twice as fast, vectorized on an accelerator, where the chains of
+        one call run side by side (module doc). Both run
         the same chains from the same keys, but their rounding differs, so a chain's draws
         agree between the two only at first and then part (the dynamics is chaotic): the
         same distribution, not the same numbers.

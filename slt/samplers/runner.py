@@ -121,9 +121,16 @@ def side_by_side(calls: Sequence[Callable[[], Any]]) -> list:
     order, the calls made in up to one thread per CPU core at once (module doc); one call is
     made in the caller's thread. An exception of a call is raised here, after every call has
     returned."""
-    workers = min(len(calls), os.cpu_count() or 1)
+    workers = min(len(calls), _usable_cores())
     if workers <= 1:
         return [call() for call in calls]
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="slt-side-by-side") as pool:
         futures = [pool.submit(call) for call in calls]
     return [future.result() for future in futures]
+
+
+def _usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity, where the system tells it)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1

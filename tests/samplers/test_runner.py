@@ -1,7 +1,6 @@
 """`slt.samplers.runner.side_by_side`: the calls of one unit run in threads at once, their
 results in order, and the numbers the same as calls one after another."""
 
-import os
 import threading
 
 import jax
@@ -13,7 +12,7 @@ from slt.samplers import nuts, runner
 from slt.samplers.nuts import NUTS, sample_nuts
 
 
-@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: the calls run in turn")
+@pytest.mark.skipif(runner._usable_cores() < 2, reason="one core: the calls run in turn")
 def test_calls_run_at_once_and_come_back_in_order():
     together = threading.Barrier(2, timeout=30)  # breaks unless both calls wait at once
 
