@@ -22,7 +22,7 @@ steps one after another, one chain a program call took half the time (Old Faithf
 chains at beta = 1 and at 1 / log n, 500 + 2000 steps, depth 7, 2 cores: 16.6 s against
 32.3 s, 16.5 against 35.9 CPU seconds; benchmarks/RESULTS.md). The groups of a chunk (a
 temperature's chains, or single chains) are independent calls of that program, made side by
-side, one thread per CPU core (`slt.samplers.runner.side_by_side`): bitwise the draws of the
+side, one thread per CPU core (`slt.threads.side_by_side`): bitwise the draws of the
 calls made in turn, in about half the time on 2 cores. Warm-up adapts each chain's
 step size and diagonal (or dense) mass matrix on its own (NumPyro's windowed adaptation). Steps are
 `lax.scan`ned in chunks, compiled once per configuration; progress is shown between chunks.
@@ -52,7 +52,8 @@ from numpyro.infer.hmc import hmc
 from slt import compile_cache
 from slt.problem import Params, Problem
 from slt.samplers.checkpoint import Checkpoint, join_records
-from slt.samplers.runner import ProgressBar, run_units, side_by_side
+from slt.samplers.runner import ProgressBar, run_units
+from slt.threads import side_by_side
 from slt.validation import (
     InputError,
     require_in_interval,

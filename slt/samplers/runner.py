@@ -16,28 +16,22 @@ before it, and `run_units` raises `Interrupted`, a `KeyboardInterrupt` that name
 same call with the same arguments resumes from there to the bitwise same result. Without a
 checkpoint the `KeyboardInterrupt` propagates unchanged.
 
-Side by side. A unit of several independent programs (`sample_nuts`' temperature groups) calls
-them through `side_by_side`, each in its own thread: a compiled program releases Python's GIL
-while it runs, but on a CPU the calls of one thread run one after another (JAX dispatches them
-asynchronously to one queue per device), so only calls from several threads use several cores.
-The programs are the same and get the same arguments, so the numbers are bitwise those of the
-calls one after another.
+A unit of several independent program calls (`sample_nuts`' chain groups) makes them side by
+side (`slt.threads.side_by_side`).
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from tqdm.auto import tqdm
 
 from slt.samplers.checkpoint import Checkpoint, Interrupted, Records, Resumed
 
-__all__ = ["ProgressBar", "run_units", "side_by_side"]
+__all__ = ["ProgressBar", "run_units"]
 
 
 class ProgressBar(NamedTuple):
@@ -114,23 +108,3 @@ def run_units(
             raise
         raise Interrupted(store.path, getattr(interrupt, "signal", signal.SIGINT)) from interrupt
     return Resumed(state, records, done, run_time)
-
-
-def side_by_side(calls: Sequence[Callable[[], Any]]) -> list:
-    """The results of `calls` (functions of no arguments, each running compiled programs), in
-    order, the calls made in up to one thread per CPU core at once (module doc); one call is
-    made in the caller's thread. An exception of a call is raised here, after every call has
-    returned."""
-    workers = min(len(calls), _usable_cores())
-    if workers <= 1:
-        return [call() for call in calls]
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="slt-side-by-side") as pool:
-        futures = [pool.submit(call) for call in calls]
-    return [future.result() for future in futures]
-
-
-def _usable_cores() -> int:
-    """The CPU cores this process may run on (its affinity, where the system tells it)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1

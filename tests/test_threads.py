@@ -1,4 +1,4 @@
-"""`slt.samplers.runner.side_by_side`: the calls of one unit run in threads at once, their
+"""`slt.samplers.threads.side_by_side`: the calls of one unit run in threads at once, their
 results in order, and the numbers the same as calls one after another."""
 
 import threading
@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 from estimators.evidence_cases import conjugate_regression
 
-from slt.samplers import nuts, runner
+from slt import threads
+from slt.samplers import nuts
 from slt.samplers.nuts import NUTS, sample_nuts
 
 
-@pytest.mark.skipif(runner._usable_cores() < 2, reason="one core: the calls run in turn")
+@pytest.mark.skipif(threads._usable_cores() < 2, reason="one core: the calls run in turn")
 def test_calls_run_at_once_and_come_back_in_order():
     together = threading.Barrier(2, timeout=30)  # breaks unless both calls wait at once
 
@@ -20,20 +21,20 @@ def test_calls_run_at_once_and_come_back_in_order():
         together.wait()
         return value, threading.get_ident()
 
-    (first, first_thread), (second, second_thread) = runner.side_by_side(
+    (first, first_thread), (second, second_thread) = threads.side_by_side(
         [lambda: call("a"), lambda: call("b")])
     assert (first, second) == ("a", "b") and first_thread != second_thread
 
 
 def test_one_call_runs_in_the_callers_thread_and_errors_are_raised():
-    assert runner.side_by_side([threading.get_ident]) == [threading.get_ident()]
-    assert runner.side_by_side([]) == []
+    assert threads.side_by_side([threading.get_ident]) == [threading.get_ident()]
+    assert threads.side_by_side([]) == []
 
     def fails():
         raise ZeroDivisionError("in a call")
 
     with pytest.raises(ZeroDivisionError, match="in a call"):
-        runner.side_by_side([lambda: 1, fails])
+        threads.side_by_side([lambda: 1, fails])
 
 
 def test_nuts_groups_side_by_side_are_bitwise_the_groups_in_turn(monkeypatch):
