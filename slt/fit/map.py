@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +16,6 @@ import xarray as xr
 from slt import compile_cache
 from slt.problem import Params, Problem, require_problem
 from slt.results import Persistable, point_variables
-from slt.threads import side_by_side
 from slt.validation import (
     require_instance,
     require_int,
@@ -51,13 +49,8 @@ class MAPFit:
     rounded at about 1e-7 of itself, the gradient of a sum over the data at about 1e-4, so
     ||grad f|| < 1e-8 is out of reach and every restart took all `lbfgs_steps` steps without
     changing f (Old Faithful K = 4: 8.5 of the fit's 9.3 s); in float64 it stops a restart
-    whose gradient does not vanish (a ReLU kink, below). On an accelerator all restarts run
-    at once (`vmap`) and the batch stops when each restart has; on a CPU, where a vmapped
-    batch is one core's work and runs as long as its slowest restart, each restart is a call
-    of one program compiled for one restart, the calls side by side on the cores
-    (`slt.threads.side_by_side`; Old Faithful K = 4, 32 restarts, 2 cores: 2.6 s vmapped,
-    0.7–0.9 s so, benchmarks/RESULTS.md). The two round differently, so a restart can end at
-    another point of the same basin (or, rarely, in another basin).
+    whose gradient does not vanish (a ReLU kink, below). All restarts run at once (`vmap`);
+    the batch stops when each restart has.
 
     Attributes:
       num_restarts: random starting points (>= 1). The default, 32, finds the global optimum
@@ -256,8 +249,11 @@ def fit_map(
     )
     if init is not None:
         starts = starts.at[0].set(problem.ravel(init).astype(starts.dtype))
-    settings = (prior, adam_steps, learning_rate, lbfgs_steps, grad_tol)
-    finals, logliks, log_priors, grad_norms = _run_restarts(problem, starts, settings)
+    finals, logliks, log_priors, grad_norms = (
+        np.array(a)
+        for a in _restarts_program(problem, starts, prior, adam_steps, learning_rate,
+                                   lbfgs_steps, grad_tol)(starts, problem.data)
+    )
     objectives = np.asarray(logliks + log_priors if prior else logliks, dtype=np.float64)
     objectives[~np.isfinite(objectives)] = np.nan
     if np.all(np.isnan(objectives)):
@@ -281,23 +277,6 @@ def fit_map(
         restart_objectives=objectives,
         restart_params=finals,
     )
-
-
-def _run_restarts(problem, starts, settings) -> tuple[np.ndarray, ...]:
-    """(final points, log-likelihoods, log priors, gradient norms) of every restart from
-    `starts` (restart, dim), as host arrays: one vmapped call on an accelerator, one call a
-    restart side by side on a CPU (`MAPFit`)."""
-    if jax.default_backend() != "cpu":
-        return tuple(np.array(a) for a in _restarts_program(problem, starts, *settings)(
-            starts, problem.data))
-    program = _restarts_program(problem, starts[:1], *settings)
-    points = np.asarray(starts)  # sliced on the host: no operation traced in the threads
-
-    def restart(index):
-        return tuple(np.array(a) for a in program(points[index:index + 1], problem.data))
-
-    per_restart = side_by_side([functools.partial(restart, i) for i in range(len(starts))])
-    return tuple(np.concatenate(parts) for parts in zip(*per_restart, strict=True))
 
 
 def _restarts_program(problem, starts, *settings):
