@@ -25,9 +25,9 @@ __all__ = ["side_by_side"]
 
 def side_by_side(calls: Sequence[Callable[[], Any]]) -> list:
     """The results of `calls` (functions of no arguments, each running compiled programs), in
-    order, the calls made in up to one thread per CPU core at once (module doc); one call is
-    made in the caller's thread. An exception of a call is raised here, after every call has
-    returned."""
+    order, the calls made in up to one thread per CPU core at once (module doc); with one
+    call or one core they are made in turn in the caller's thread. The first failed call's
+    exception is raised here (from threads: after every call has returned)."""
     workers = min(len(calls), _usable_cores())
     if workers <= 1:
         return [call() for call in calls]

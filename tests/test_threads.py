@@ -1,4 +1,4 @@
-"""`slt.samplers.threads.side_by_side`: the calls of one unit run in threads at once, their
+"""`slt.threads.side_by_side`: the calls of one unit run in threads at once, their
 results in order, and the numbers the same as calls one after another."""
 
 import threading

@@ -103,10 +103,10 @@ class NUTS:
         chains of one temperature in one `vmap`ped program, in lockstep: each step costs
         the longest of their trajectories) or "auto" (the default): sequential on a CPU,
         where it measured twice as fast, vectorized on an accelerator, where the chains of
-        one call run side by side (module doc). Both run
-        the same chains from the same keys, but their rounding differs, so a chain's draws
-        agree between the two only at first and then part (the dynamics is chaotic): the
-        same distribution, not the same numbers.
+        one call run side by side (module doc). Both run the same chains from the same keys,
+        but their rounding differs, so a chain's draws agree between the two only at first
+        and then part (the dynamics is chaotic): the same distribution, not the same
+        numbers.
 
     Example:
       >>> NUTS(num_chains=2, num_warmup=500)
@@ -396,11 +396,11 @@ def sample_nuts(
 
     group_betas = [chain_betas[chains] for chains in groups]
 
-    def advance(states, _):
-        def run(state, betas):
-            state, record = run_chunk(state, betas, problem.data)
-            return state, tuple(np.asarray(part) for part in record)
+    def run(state, betas):  # one group's chunk, its record copied to the host
+        state, record = run_chunk(state, betas, problem.data)
+        return state, tuple(np.asarray(part) for part in record)
 
+    def advance(states, _):
         done = side_by_side([functools.partial(run, state, betas)
                              for state, betas in zip(states, group_betas, strict=True)])
         records = zip(*(record for _, record in done), strict=True)
