@@ -296,12 +296,36 @@ def _compile(config: _Config, num_chains: int, chunk_length: int):
     starts = jax.ShapeDtypeStruct((num_chains, problem.dim), problem.dtype)
     betas = jax.ShapeDtypeStruct((num_chains,), problem.dtype)
     data = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), problem.data)
-    init_chains = jax.vmap(init_chain, in_axes=(0, 0, 0, None))
+    init_chains = _over_chains(init_chain, num_chains, in_axes=(0, 0, 0, None))
     init = jax.jit(init_chains).lower(keys, starts, betas, data).compile()
     state = jax.eval_shape(init_chains, keys, starts, betas, data)
-    run_chunk = jax.jit(jax.vmap(run_chain, in_axes=(0, 0, None))).lower(state, betas,
-                                                                         data).compile()
+    run_chunk = jax.jit(_over_chains(run_chain, num_chains, in_axes=(0, 0, None))).lower(
+        state, betas, data).compile()
     return init, run_chunk, time.perf_counter() - start
+
+
+def _over_chains(chain_fn, num_chains: int, in_axes: tuple):
+    """`chain_fn` of one chain, applied over a leading chain axis of the arguments whose
+    `in_axes` entry is 0 (the others shared): `jax.vmap` for several chains; for one, the
+    chain traced alone and the axis taken off and put back.
+
+    A vmapped `while_loop` with a per-chain condition (NUTS's trajectory and tree doubling)
+    runs while any chain runs and selects every step over its whole state, and tracing it
+    batches the loop's body until its axes settle; a single chain needs neither. Measured
+    (Old Faithful, 4 chains at beta = 1 and 1 / log n, 500 + 2000 steps, one chain a call, 2
+    cores): the programs traced, lowered and loaded from the persistent cache in 0.6 s
+    against 2.0 s (K = 2), and K = 4's chains ran in 22.3 s against 29.7 s. The same steps,
+    rounded as XLA compiles each program: a chain's draws agree with the vmapped program's at
+    first and may part later (benchmarks/RESULTS.md, sixteenth session)."""
+    if num_chains > 1:
+        return jax.vmap(chain_fn, in_axes=in_axes)
+
+    def one_chain(*args):
+        args = [jax.tree.map(lambda leaf: leaf[0], arg) if axis == 0 else arg
+                for arg, axis in zip(args, in_axes, strict=True)]
+        return jax.tree.map(lambda leaf: leaf[None], chain_fn(*args))
+
+    return one_chain
 
 
 def sample_nuts(
