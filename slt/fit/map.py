@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,7 @@ import xarray as xr
 from slt import compile_cache
 from slt.problem import Params, Problem, require_problem
 from slt.results import Persistable, point_variables
+from slt.threads import side_by_side
 from slt.validation import (
     require_instance,
     require_int,
@@ -49,8 +51,9 @@ class MAPFit:
     rounded at about 1e-7 of itself, the gradient of a sum over the data at about 1e-4, so
     ||grad f|| < 1e-8 is out of reach and every restart took all `lbfgs_steps` steps without
     changing f (Old Faithful K = 4: 8.5 of the fit's 9.3 s); in float64 it stops a restart
-    whose gradient does not vanish (a ReLU kink, below). All restarts run at once (`vmap`);
-    the batch stops when each restart has.
+    whose gradient does not vanish (a ReLU kink, below). On a CPU each restart is one call of
+    a one-restart program, the calls side by side on the cores; on an accelerator all
+    restarts run at once (`vmap`) and the batch stops when each restart has.
 
     Attributes:
       num_restarts: random starting points (>= 1). The default, 32, finds the global optimum
@@ -280,18 +283,38 @@ def fit_map(
 
 
 def _restarts_program(problem, starts, *settings):
-    """The compiled fit of a batch of starting points of this shape for these settings
-    (`_compile_restarts`), compiled once per problem and settings (`slt.compile_cache`)."""
-    signature = ("fit restarts", starts.shape, starts.dtype, settings)
+    """(starts (restart, dim), data) -> (final points, log-likelihoods, log priors, gradient
+    norms of the total objective), the fit compiled once per problem, shape and settings
+    (`_compile_restarts`, `slt.compile_cache`).
+
+    On a CPU the program fits one restart and is called once per restart, the calls side by
+    side, one thread per core (`slt.threads.side_by_side`); on an accelerator it fits every
+    restart at once (`vmap`). A vmapped L-BFGS loop runs until its slowest restart stops and
+    selects over every restart's state at each step, on one core: Old Faithful K = 4's 32
+    restarts took 2.6 s vmapped and 0.7-0.9 s a call each on 2 cores (benchmarks/RESULTS.md,
+    fifteenth and sixteenth sessions). The two programs round differently, so a restart
+    may end at a slightly different point (the best optimum is the same to its tolerance)."""
+    one_at_a_time = jax.default_backend() == "cpu"
+    shape = starts.shape[1:] if one_at_a_time else starts.shape
+    signature = ("fit restarts", shape, starts.dtype, settings)
     program, _ = compile_cache.compiled_for(
-        problem, signature, lambda: _compile_restarts(problem, starts, *settings)
+        problem, signature,
+        lambda: _compile_restarts(problem, starts[0] if one_at_a_time else starts, *settings),
     )
-    return program
+    if not one_at_a_time:
+        return program
+
+    def restart_by_restart(starts, data):
+        done = side_by_side([functools.partial(program, start, data) for start in starts])
+        return tuple(np.stack(parts) for parts in zip(*done, strict=True))
+
+    return restart_by_restart
 
 
 def _compile_restarts(problem, starts, prior, adam_steps, learning_rate, lbfgs_steps, grad_tol):
-    """Compiled: (starts (restart, dim), data) -> (final points, log-likelihoods, log priors,
-    gradient norms of the total objective). The data are an argument, not constants."""
+    """Compiled: (starts, data) -> (final points, log-likelihoods, log priors, gradient norms of
+    the total objective), for one starting point (dim,) or a batch of them (restart, dim),
+    vmapped. The data are an argument, not constants."""
     def evaluate(flat, data):
         params = problem.unravel(flat)
         return jnp.sum(problem.loglik(params, data)), problem.log_prior(params)
@@ -310,7 +333,7 @@ def _compile_restarts(problem, starts, prior, adam_steps, learning_rate, lbfgs_s
         loglik, log_prior = evaluate(flat, data)
         return flat, loglik, log_prior, problem.n * jnp.linalg.norm(gradient)
 
-    program = jax.jit(jax.vmap(fit_one, in_axes=(0, None)))
+    program = jax.jit(fit_one if starts.ndim == 1 else jax.vmap(fit_one, in_axes=(0, None)))
     return program.lower(starts, problem.data).compile()
 
 
