@@ -64,6 +64,7 @@ from slt.samplers.importance import (
     default_components,
     draws_of_q_G,
     fit_proposal,
+    log_jacobian,
     symmetrised_log_density,
     vmapped_program,
 )
@@ -82,7 +83,7 @@ class ReducedCoordinates:
     """The unconstrained coordinates of `problem`'s model with one component fewer: the same
     sites and constraining transforms, the exchangeable sites' leading axis K - 1. Offers what
     `importance.fit_proposal` reads of a problem (`dim`, `dtype`, `exchangeable`, `ravel`,
-    `unravel`, `constrain`, `unconstrain`)."""
+    `unravel`, `constrain`, `unconstrain`, `constrained_shapes`, `transform`)."""
 
     def __init__(self, problem: Problem, weights: str, size: int):
         self.exchangeable = problem.exchangeable
@@ -122,9 +123,13 @@ class ReducedCoordinates:
         return {name: self._transforms[name].inv(jnp.asarray(value, self.dtype))
                 for name, value in values.items()}
 
+    def transform(self, name):
+        """The constraining transform of site `name` (as `Problem.transform`)."""
+        return self._transforms[name]
+
     def log_jacobian(self, params):
         """log |det d theta / d u| of the constraining transforms at `params`."""
-        return _log_jacobian(self._transforms, params)
+        return log_jacobian(self._transforms, params)
 
 
 class ComponentStructure(NamedTuple):
@@ -294,14 +299,14 @@ def cover_log_density(problem: Problem, cover: EmptyComponentCover, points):
                  - (size - 2) * jnp.log1p(-eps)
                  - jax.vmap(lambda r: reduced.log_jacobian(reduced.unravel(r)))(reduced_points))
         return (terms, reduced_points,
-                _log_jacobian({name: problem.transform(name) for name in params}, params))
+                log_jacobian({name: problem.transform(name) for name in params}, params))
 
-    terms, reduced_points, log_jacobian = jax.vmap(per_label)(points)
+    terms, reduced_points, point_log_jacobians = jax.vmap(per_label)(points)
     smaller_density = jax.vmap(
         lambda rows: symmetrised_log_density(rows, smaller.mixture, smaller.permute,
                                              smaller.orders),
         in_axes=1, out_axes=1)(reduced_points)  # (M, K)
-    return logsumexp(terms + smaller_density, axis=1) - jnp.log(size) + log_jacobian
+    return logsumexp(terms + smaller_density, axis=1) - jnp.log(size) + point_log_jacobians
 
 
 def _without_component(structure: ComponentStructure, values, label):
@@ -347,7 +352,3 @@ def _elementwise_log_prob(fn, value):
     return jnp.broadcast_to(fn.log_prob(value), fn.batch_shape)
 
 
-def _log_jacobian(transforms: dict, params) -> jax.Array:
-    """sum over sites of log |det d(constrained) / d(unconstrained)| at `params`."""
-    return sum((jnp.sum(transforms[name].log_abs_det_jacobian(value, transforms[name](value)))
-                for name, value in params.items()), jnp.zeros(()))

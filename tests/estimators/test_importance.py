@@ -7,7 +7,13 @@ import numpy as np
 import pytest
 
 from slt import models
-from slt.samplers.importance import default_components, importance_log_evidence
+from slt.samplers.importance import (
+    Relabelling,
+    _jacobian_from_transforms,
+    _label_maps,
+    default_components,
+    importance_log_evidence,
+)
 from slt.validation import InputError
 
 from .evidence_cases import conjugate_regression
@@ -72,6 +78,74 @@ def test_the_symmetrised_proposal_counts_both_label_copies(separated_mixture):
     swapped = jax.vmap(swap)(jnp.asarray(draws))
     relabelled = importance_log_evidence(symmetric, jax.random.key(2), swapped)
     assert abs(relabelled.log_evidence - both.log_evidence) < 1e-6
+
+
+def _per_component_simplex_mixture(num_components=3, categories=3):
+    """A Gaussian mixture whose components' means are read from each component's own simplex
+    (K, m): weights and simplices both exchangeable."""
+    import numpyro
+    import numpyro.distributions as dist
+
+    from slt.problem import Problem
+
+    def model(y=None):
+        weights = numpyro.sample("weights", dist.Dirichlet(jnp.ones(num_components)))
+        probs = numpyro.sample("probs", dist.Dirichlet(jnp.ones((num_components, categories)))
+                               .to_event(1))
+        components = dist.Normal(3.0 * (probs[:, 0] - probs[:, 1]), 1.0)
+        with numpyro.plate("data", y.shape[0]):
+            numpyro.sample("y", dist.MixtureSameFamily(dist.Categorical(weights), components),
+                           obs=y)
+
+    y = jax.random.normal(jax.random.key(0), (40,))
+    return Problem(model, {"y": y}, exchangeable=("weights", "probs"))
+
+
+@pytest.mark.parametrize("case", ["gaussian K=4 D=2", "categorical K=3"])
+def test_the_relabelling_jacobian_from_the_transforms_is_the_jacobian_matrix(case):
+    """log |det D sigma| as the difference of the transforms' log-Jacobians (the weights'
+    stick-breaking along the component axis, per-component means, scales and simplices)
+    equals the log-determinant of the Jacobian matrix formed by differentiation, at random
+    points and every label order (both are 0 here up to rounding: stick-breaking's Jacobian
+    determinant is prod_k x_k, symmetric in the components; the matrix is not a
+    permutation)."""
+    problem = (models.gaussian_mixture(4, 2).problem(
+        {"y": jax.random.normal(jax.random.key(1), (30, 2))})
+        if case.startswith("gaussian") else _per_component_simplex_mixture())
+    permute, _, orders = _label_maps(problem)
+    assert permute.from_transforms
+    by_matrix = Relabelling(problem, problem.exchangeable, from_transforms=False)
+    points = jax.random.normal(jax.random.key(2), (16, problem.dim), problem.dtype)
+    for order in jnp.asarray(orders):
+        moved = jax.vmap(permute, in_axes=(0, None))(points, order)
+        fast = permute.log_det(points, order, moved)
+        np.testing.assert_allclose(fast, by_matrix.log_det(points, order, moved), atol=2e-4)
+
+
+def test_a_transform_coupling_the_components_takes_the_jacobian_matrix():
+    """An exchangeable site whose transform mixes the component axis (other than the
+    weights' simplex) is not handled by the log-Jacobian difference."""
+    from numpyro.distributions.transforms import (
+        IndependentTransform,
+        L1BallTransform,
+        StickBreakingTransform,
+    )
+
+    class Sites:
+        def __init__(self, transform, shape):
+            self._transform, self._shape = transform, shape
+
+        def constrained_shapes(self):
+            return {"v": self._shape}
+
+        def transform(self, name):
+            return self._transform
+
+    assert not _jacobian_from_transforms(Sites(L1BallTransform(), (3,)), ("v",))
+    assert _jacobian_from_transforms(Sites(IndependentTransform(L1BallTransform(), 1),
+                                           (3, 2)), ("v",))  # each component's own ball
+    assert _jacobian_from_transforms(Sites(L1BallTransform(), (3, 2)), ("v",))
+    assert _jacobian_from_transforms(Sites(StickBreakingTransform(), (3,)), ("v",))
 
 
 def test_bad_input(separated_mixture):
