@@ -55,6 +55,7 @@ from slt.samplers.mixture_proposal import (
     GaussianMixture,
     fit_gaussian_mixture,
     mixture_log_density,
+    padded_mixture,
     sample_mixture,
     whitening_factor,
 )
@@ -465,12 +466,16 @@ def draws_of_q_G(draw_key, order_key, proposal: Proposal, num_samples: int):
 def proposal_log_weights(problem: Problem, proposal: Proposal, points) -> np.ndarray:
     """log r(w) = l(w) + log p(w) - log q_G(w) at every row of (M, dim) `points` (draws of
     q_G or of the posterior alike), -inf where the target is NaN; in batches of one shape
-    (the last padded with copies of the first row), compiled once per problem, mixture size
-    and dtype with the data and the mixture as arguments (`slt.compile_cache`)."""
+    (the last padded with copies of the first row), compiled once per problem and dtype with
+    the data and the mixtures as arguments (`slt.compile_cache`), the mixtures padded with
+    weightless components to `MAX_COMPONENTS` + 1 (`padded_mixture`: the same density), so
+    that a refit with fewer components runs the same program."""
     points = np.asarray(points, problem.dtype)
-    mixture, cover = proposal.mixture, proposal.cover
+    cover = proposal.cover
+    mixture = padded_mixture(proposal.mixture, MAX_COMPONENTS + 1)
     # the cover's K - 1 component mixture is an argument; its other parts shape the program
-    smaller = None if cover is None else cover.smaller.mixture
+    smaller = None if cover is None else padded_mixture(cover.smaller.mixture,
+                                                        MAX_COMPONENTS + 1)
     signature = ("importance weights", points.dtype, mixture.means.shape,
                  proposal.orders.shape) + (() if cover is None else (
                      "cover", smaller.means.shape, cover.smaller.orders.shape,

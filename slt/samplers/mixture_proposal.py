@@ -32,6 +32,7 @@ __all__ = [
     "fit_cross_mixtures",
     "fit_gaussian_mixture",
     "mixture_log_density",
+    "padded_mixture",
     "sample_mixture",
     "whitening_factor",
 ]
@@ -64,6 +65,25 @@ def _component_log_densities(points, mixture: GaussianMixture):
 def mixture_log_density(points, mixture: GaussianMixture):
     """log q(w_j) of each point, shape (N,)."""
     return logsumexp(_component_log_densities(points, mixture) + mixture.log_weights, axis=1)
+
+
+def padded_mixture(mixture: GaussianMixture, size: int) -> GaussianMixture:
+    """`mixture` with components of weight 0 (log weight -inf; mean 0, identity covariance)
+    added up to `size` components (as it is when it has that many or more): the same density,
+    in arrays of one shape for every smaller mixture (its draws differ: a categorical draw
+    reads noise for every component)."""
+    extra = size - mixture.means.shape[0]
+    if extra <= 0:
+        return mixture
+    dim, dtype = mixture.means.shape[1], mixture.means.dtype
+    eye = jnp.broadcast_to(jnp.eye(dim, dtype=dtype), (extra, dim, dim))
+    return GaussianMixture(
+        log_weights=jnp.concatenate([mixture.log_weights,
+                                     jnp.full(extra, -jnp.inf, mixture.log_weights.dtype)]),
+        means=jnp.concatenate([mixture.means, jnp.zeros((extra, dim), dtype)]),
+        cholesky=jnp.concatenate([mixture.cholesky, eye]),
+        inverse_cholesky=jnp.concatenate([mixture.inverse_cholesky, eye]),
+    )
 
 
 def sample_mixture(key, mixture: GaussianMixture, num: int):

@@ -12,6 +12,7 @@ from slt.samplers.mixture_proposal import (
     fit_cross_mixtures,
     fit_gaussian_mixture,
     mixture_log_density,
+    padded_mixture,
     sample_mixture,
     whitening_factor,
 )
@@ -46,6 +47,15 @@ def test_density_matches_scipy_and_draws_have_the_mixture_moments():
     se = np.sqrt(np.diag(covariance) / draws.shape[0])
     assert np.all(np.abs(draws.mean(0) - mean) < 4 * se)
     np.testing.assert_allclose(np.cov(draws.T), covariance, rtol=0.05, atol=0.05)
+
+
+def test_a_mixture_padded_with_weightless_components_has_the_same_density():
+    mixture = known_mixture()
+    padded = padded_mixture(mixture, 5)
+    assert padded.means.shape == (5, 2) and padded_mixture(mixture, 2) is mixture
+    points = jax.random.normal(jax.random.key(0), (100, 2)) * 3.0
+    np.testing.assert_array_equal(mixture_log_density(points, padded),
+                                  mixture_log_density(points, mixture))
 
 
 def test_em_recovers_a_well_separated_mixture():
