@@ -62,13 +62,15 @@ from slt.samplers.mixture_proposal import (
 from slt.validation import InputError, require_int, require_key
 
 __all__ = [
-    "ImportanceRun", "MAX_PERMUTATIONS", "Proposal", "canonical_points", "default_components",
-    "draws_of_q_G", "fit_proposal", "importance_log_evidence", "proposal_log_weights",
-    "sample_proposal", "symmetrised_log_density", "vmapped_program", "with_cover", "with_modes",
+    "ImportanceRun", "MAX_PERMUTATIONS", "Proposal", "Relabelling", "canonical_points",
+    "default_components", "draws_of_q_G", "fit_proposal", "importance_log_evidence",
+    "log_jacobian", "proposal_log_weights", "sample_proposal", "symmetrised_log_density",
+    "vmapped_program", "with_cover", "with_modes",
 ]
 
-# Symmetrising over K! orders costs K! evaluations of q and of a d x d Jacobian per draw; K = 5
-# (120 orders) is the largest mixture this does.
+# Symmetrising over K! orders costs K! evaluations of q per draw (and of a d x d Jacobian where
+# the transforms do not give it: `Relabelling`); K = 5 (120 orders) is the largest mixture this
+# does.
 MAX_PERMUTATIONS = 120
 # The most components q gets by default (`default_components`).
 MAX_COMPONENTS = 16
