@@ -291,7 +291,7 @@ def _restarts_program(problem, starts, *settings):
     side, one thread per core (`slt.threads.side_by_side`); on an accelerator it fits every
     restart at once (`vmap`). A vmapped L-BFGS loop runs until its slowest restart stops and
     selects over every restart's state at each step, on one core: Old Faithful K = 4's 32
-    restarts took 2.6 s vmapped and 0.7-0.9 s a call each on 2 cores (benchmarks/RESULTS.md,
+    restarts took 2.6-2.8 s vmapped and 0.7-1.1 s a call each on 2 cores (benchmarks/RESULTS.md,
     fifteenth and sixteenth sessions). The two programs round differently, so a restart
     may end at a slightly different point (the best optimum is the same to its tolerance)."""
     one_at_a_time = jax.default_backend() == "cpu"

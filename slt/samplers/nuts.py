@@ -314,9 +314,9 @@ def _over_chains(chain_fn, num_chains: int, in_axes: tuple):
     batches the loop's body until its axes settle; a single chain needs neither. Measured
     (Old Faithful, 4 chains at beta = 1 and 1 / log n, 500 + 2000 steps, one chain a call, 2
     cores): the programs traced, lowered and loaded from the persistent cache in 0.6 s
-    against 2.0 s (K = 2), and K = 4's chains ran in 22.3 s against 29.7 s. The same steps,
-    rounded as XLA compiles each program: a chain's draws agree with the vmapped program's at
-    first and may part later (benchmarks/RESULTS.md, sixteenth session)."""
+    against 2.0 s (K = 2), and K = 4's whole `sample_nuts` took 22.3 s against 29.7 s. The
+    same steps, rounded as XLA compiles each program: a chain's draws agree with the vmapped
+    program's at first and may part later (benchmarks/RESULTS.md, sixteenth session)."""
     if num_chains > 1:
         return jax.vmap(chain_fn, in_axes=in_axes)
 
