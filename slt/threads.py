@@ -5,8 +5,9 @@ thread run one after another, even independent ones: JAX dispatches them asynchr
 queue per device. Calls made from several threads run at once (measured: one 100 000-step
 loop 0.99 s, two dispatched back to back 2.09 s, two from two threads 1.04 s;
 benchmarks/RESULTS.md). Where a step of slt is several calls of one compiled program with
-different arguments (`sample_nuts`' chain groups), `side_by_side` makes them in threads: the
-same programs with the same arguments, so bitwise the numbers of the calls made in turn.
+different arguments (`sample_nuts`' chain groups, `fit_map`'s restarts on a CPU),
+`side_by_side` makes them in threads: the same programs with the same arguments, so bitwise
+the numbers of the calls made in turn.
 
 The calls must only run compiled programs and NumPy: a NumPyro model must not be traced in two
 threads at once (its effect handlers live on one process-wide stack), and

@@ -129,7 +129,7 @@ class ReducedCoordinates:
 
     def log_jacobian(self, params):
         """log |det d theta / d u| of the constraining transforms at `params`."""
-        return log_jacobian(self._transforms, params)
+        return log_jacobian(self, params)
 
 
 class ComponentStructure(NamedTuple):
@@ -299,7 +299,7 @@ def cover_log_density(problem: Problem, cover: EmptyComponentCover, points):
                  - (size - 2) * jnp.log1p(-eps)
                  - jax.vmap(lambda r: reduced.log_jacobian(reduced.unravel(r)))(reduced_points))
         return (terms, reduced_points,
-                log_jacobian({name: problem.transform(name) for name in params}, params))
+                log_jacobian(problem, params))
 
     terms, reduced_points, point_log_jacobians = jax.vmap(per_label)(points)
     smaller_density = jax.vmap(

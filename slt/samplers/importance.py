@@ -171,19 +171,22 @@ class Relabelling:
         """log |det D sigma(w)| at each row of (M, dim) `points`, `moved` = sigma(points)."""
         if self.from_transforms:
             def at(flat):
-                params = self.problem.unravel(flat)
-                return log_jacobian({name: self.problem.transform(name) for name in params},
-                                    params)
+                return log_jacobian(self.problem, self.problem.unravel(flat))
 
             return jax.vmap(at)(points) - jax.vmap(at)(moved)
         jacobians = jax.vmap(jax.jacfwd(self), in_axes=(0, None))(points, order)
         return jnp.linalg.slogdet(jacobians)[1]
 
 
-def log_jacobian(transforms: dict, params) -> jax.Array:
-    """sum over sites of log |det d(constrained) / d(unconstrained)| at `params`."""
-    return sum((jnp.sum(transforms[name].log_abs_det_jacobian(value, transforms[name](value)))
-                for name, value in params.items()), jnp.zeros(()))
+def log_jacobian(problem, params) -> jax.Array:
+    """sum over the sites of `params` of log |det d(constrained) / d(unconstrained)|, each
+    site's constraining transform `problem.transform(name)` (a Problem or
+    `empty_component.ReducedCoordinates`)."""
+    total = jnp.zeros(())
+    for name, value in params.items():
+        transform = problem.transform(name)
+        total = total + jnp.sum(transform.log_abs_det_jacobian(value, transform(value)))
+    return total
 
 
 def _jacobian_from_transforms(problem, sites) -> bool:
