@@ -45,7 +45,7 @@ if _OWN_CACHE:
 # time but ran 35% slower). Where XLA has them, also with its older CPU fusion emitters
 # (`--xla_cpu_use_fusion_emitters=false`), which compile faster: test_fit.py 75-81 -> 54-56 s
 # of CPU, test_llc.py with test_free_energy.py 145 -> 132 s, the whole suite on a clean clone
-# 935-949 -> 714 s (2026-11-29). The operations compiled are the same; only their machine code
+# 935-949 -> 656-673 s (2026-11-29). The operations compiled are the same; only their machine code
 # differs, and with it the last bits of some float64 sums. Users' programs and the benchmarks
 # keep XLA's defaults.
 _FAST_COMPILE = "--xla_backend_optimization_level=1 --xla_llvm_disable_expensive_passes=true"
