@@ -43,18 +43,19 @@ if _OWN_CACHE:
 # optimisation level 1 and without its expensive passes: CPU time -9% on test_fit.py and
 # test_wbic.py (compile-bound), -17% on three sampling-bound tests (level 0 saved more compile
 # time but ran 35% slower). Where XLA has them, also with its older CPU fusion emitters
-# (`--xla_cpu_use_fusion_emitters=false`), which compile faster: test_fit.py 75-81 -> 54-56 s
+# (`--xla_cpu_use_fusion_emitters=false`), which compile faster: test_fit.py 75-81 -> 46-56 s
 # of CPU, test_llc.py with test_free_energy.py 145 -> 132 s, the whole suite on a clean clone
-# 935-949 -> 656-673 s (2026-11-29). The operations compiled are the same; only their machine code
-# differs, and with it the last bits of some float64 sums. Users' programs and the benchmarks
-# keep XLA's defaults.
+# 935-949 -> 656-673 s (2026-11-29; benchmarks/RESULTS.md). The operations compiled are the
+# same; only their machine code differs, and with it the last bits of some float64 sums. Users'
+# programs and the benchmarks keep XLA's defaults (with these emitters a warm `compare` ran
+# 11% slower).
 _FAST_COMPILE = "--xla_backend_optimization_level=1 --xla_llvm_disable_expensive_passes=true"
 _OLDER_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
 
 
 def _xla_accepts(flag: str) -> bool:
     """Whether this jaxlib's XLA knows `flag`: an unknown flag in XLA_FLAGS ends the process
-    that starts a backend, so a new Python tries it first (about 2 s, once per run)."""
+    that starts a backend, so a new Python tries it first (about 1 s, once per run)."""
     probe = [sys.executable, "-c", "import jax; jax.devices('cpu')"]
     environment = os.environ | {"XLA_FLAGS": flag, "JAX_PLATFORMS": "cpu"}
     return subprocess.run(probe, env=environment, capture_output=True).returncode == 0
