@@ -110,7 +110,7 @@ def test_observed_readouts_are_full_precision(regression):
     problem, params, data = regression
     readout = np.full((2, 20), 1 / 20)
     watch = _observation_arguments(Observables(data, x_readout=readout, y_readout=readout),
-                                   jnp.float64, 0, 10)
+                                   jnp.float64, 0)
     observe = _observation(problem, watch)
     flat = problem.ravel(params)[None]
     precisions = _precisions(lambda w: observe(moments.zeros((1,), 2, 2, jnp.float64), w,

@@ -15,7 +15,8 @@ around a trained w* is the local posterior of the LLC.
 
 How it is fast (DESIGN.md): chains are `vmap`ped; steps are `lax.scan`ned in chunks of equal
 length, compiled ahead of time once per configuration (step size, gamma and n beta are runtime
-arguments, one per chain, so sweeping them never recompiles); minibatch indices come from a
+arguments, one per chain, so sweeping them never recompiles; so is the run's length: a chunk
+runs the steps before the run's end and skips the rest); minibatch indices come from a
 keyed permutation evaluated on device (`slt.samplers.shuffle`: shuffled epochs without
 replacement, independent across chains, no sort); chains are sharded over all visible devices
 when their number divides evenly, across processes too under multi-controller JAX
@@ -78,6 +79,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.extend import core as jax_core
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from slt import compile_cache
@@ -379,7 +381,7 @@ def run_chains(
                          "combination of them is not supported: use extrapolate=False")
     num_steps, checkpoint = plan.num_steps, plan.checkpoint
     num_chains = targets.num_parts * plan.num_chains
-    chunk_size = max(1, min(plan.chunk_size, num_steps))
+    chunk_size = plan.chunk_size  # whatever the run's length: one program serves every length
     exact = not isinstance(sampler, StochasticGradient)
     if observables is not None and plan.num_warmup == "auto":
         raise ValueError("observables start at a fixed step: give the plan a num_warmup")
@@ -422,7 +424,7 @@ def run_chains(
                                           needed=scale is not None)
     starts = _starts(centers[per_chain[3]], scale, per_chain[4], start_noise)
     observed = () if observables is None else (
-        _observation_arguments(observables, dtype, plan.num_warmup, num_steps),)
+        _observation_arguments(observables, dtype, plan.num_warmup),)
     store = Checkpoint(
         checkpoint, "run_chains", **{name: value for name, value in config._asdict().items()
                                      if name != "sampler"},
@@ -461,11 +463,15 @@ def run_chains(
     compiled, was_cached = _compile(config, arguments, observed)
     compile_time = 0.0 if was_cached else time.perf_counter() - start
 
+    stop = jnp.asarray(num_steps)
+    if replicated is not None:
+        stop = _place(stop, replicated)
+
     def advance(carry, chunk):
         first_step = jnp.asarray(chunk * chunk_size)
         if replicated is not None:
             first_step = _place(first_step, replicated)
-        carry, recorded = compiled(carry, *arguments[1:], first_step, *observed)
+        carry, recorded = compiled(carry, *arguments[1:], first_step, stop, *observed)
         steps = (chunk * chunk_size, (chunk + 1) * chunk_size)
         if observed and not (steps[0] < num_steps and steps[1] > plan.num_warmup):
             # nothing observed in this chunk (warmup, or past the run's end): no block of it
@@ -491,8 +497,8 @@ def run_chains(
     num_chunks = -(-num_steps // chunk_size)
     carry, chunks, _, run_time = run_units(
         advance, resumed, store,
-        ProgressBar(num_chunks * chunk_size, lambda _, chunks: chunks * chunk_size, description,
-                    show=plan.progress),
+        ProgressBar(num_steps, lambda _, chunks: min(chunks * chunk_size, num_steps),
+                    description, show=plan.progress),
         num_units=num_chunks,
         finished=(lambda _, chunks: bool(chunks) and None not in lengths(chunks, False))
         if plan.adaptive else None,
@@ -699,8 +705,8 @@ def _no_observations(config: _Config, position, watch: _Watch | None):
 
 
 class _Watch(NamedTuple):
-    """`Observables` as arguments of the chunk program, and `stop`: the number of steps of the
-    run (its last chunk may run past it; those steps are not observed)."""
+    """`Observables` as arguments of the chunk program (steps past the run's end are not run,
+    so not observed: `_scan_before`)."""
 
     x_examples: dict
     y_examples: dict | None
@@ -708,14 +714,12 @@ class _Watch(NamedTuple):
     y_readout: jax.Array | None
     start: jax.Array
     every: jax.Array
-    stop: jax.Array
 
 
-def _observation_arguments(observables: Observables, dtype, start: int, num_steps: int
-                           ) -> _Watch:
+def _observation_arguments(observables: Observables, dtype, start: int) -> _Watch:
     """`observables` as arguments of the chunk program: device arrays, the readouts in the
-    chains' dtype, start, every and the run's length as integer scalars (runtime values: one
-    program serves every warmup and run length)."""
+    chains' dtype, start and every as integer scalars (runtime values: one program serves
+    every warmup length)."""
     def readout(matrix):
         return None if matrix is None else jnp.asarray(matrix, dtype)
 
@@ -727,7 +731,6 @@ def _observation_arguments(observables: Observables, dtype, start: int, num_step
         y_readout=readout(observables.y_readout),
         start=jnp.asarray(int(start)),
         every=jnp.asarray(max(int(observables.every), 1)),
-        stop=jnp.asarray(num_steps),
     )
 
 
@@ -775,7 +778,7 @@ def _compile(config: _Config, arguments, observed: tuple):
     return compile_cache.compiled_for(
         config.problem, signature,
         lambda: jax.jit(functools.partial(_observed_in_blocks, chunk, config)).lower(
-            *arguments, jnp.asarray(0), *observed).compile(),
+            *arguments, jnp.asarray(0), jnp.asarray(0), *observed).compile(),
     )
 
 
@@ -806,7 +809,7 @@ def compile_count() -> int:
 
 def _observation(problem: Problem, watch: _Watch | None):
     """observe(summaries, positions, keep, step) -> the per-chain summaries, updated at a step
-    due for observation (from `watch.start`, every `watch.every`, before `watch.stop`) with
+    due for observation (from `watch.start`, every `watch.every`) with
     the observables x = R_x l_X(w), y = R_y l_Y(w) at every chain's position (module doc),
     where `keep` (per chain) holds; the summaries as they were at other steps, and always
     without `watch` (None: nothing observed, and nothing of it in the program)."""
@@ -821,8 +824,7 @@ def _observation(problem: Problem, watch: _Watch | None):
     def observe(summaries, positions, keep, step):
         if watch is None:
             return summaries
-        due = ((step >= watch.start) & (step < watch.stop)
-               & ((step - watch.start) % watch.every == 0))
+        due = (step >= watch.start) & ((step - watch.start) % watch.every == 0)
         return jax.lax.cond(
             due, lambda: moments.update(summaries, *jax.vmap(observables)(positions), keep),
             lambda: summaries)
@@ -936,9 +938,37 @@ def _center_gradients(targets: ChainTargets, centers) -> jax.Array:
     return jnp.asarray(targets.center_gradient, centers.dtype)
 
 
+def _scan_before(scan_step, carry, first_step, chunk_size: int, stop):
+    """`lax.scan` of `scan_step(carry, step) -> (carry, per-chain records)` over the steps
+    first_step, ..., first_step + chunk_size - 1, running those before `stop` (the run's
+    length): a step past it leaves the carry as it is and records NaN. So the program does not
+    depend on the run's length (one serves every length: the last chunk may reach past the
+    end), and the steps past the end cost nothing: the step counter is the same for every
+    chain, so the test is a `lax.cond` outside the vmap over chains. Returns the carry and the
+    records as (chain, step) arrays."""
+    def bounded(carry, step):
+        # scan_step traced once: its jaxpr serves as the branch, its shapes as the NaN records
+        traced, (_, shapes) = jax.make_jaxpr(scan_step, return_shape=True)(carry, step)
+        structure = jax.tree.structure((carry, shapes))
+
+        def run(carry, step):
+            return jax.tree.unflatten(structure, jax_core.jaxpr_as_fun(traced)(
+                *jax.tree.leaves((carry, step))))
+
+        def skipped(carry, step):
+            return carry, tuple(jnp.full(r.shape, jnp.nan, r.dtype) for r in shapes)
+
+        return jax.lax.cond(step < stop, run, skipped, carry, step)
+
+    steps = first_step + jnp.arange(chunk_size)
+    carry, records = jax.lax.scan(bounded, carry, steps)
+    return carry, tuple(record.T for record in records)
+
+
 def _run_chunk(config: _Config, carry: _Carry, chain_keys, per_chain, shared: _Shared,
-               first_step, watch: _Watch | None = None):
-    """`chunk_size` SGLD or SGHMC steps of every chain from `first_step`. The data are an
+               first_step, stop, watch: _Watch | None = None):
+    """`chunk_size` SGLD or SGHMC steps of every chain from `first_step`, those before `stop`
+    run (`_scan_before`). The data are an
     argument (not constants of the compiled program): compile time and memory do not grow
     with them; so are
     the centres (one row each; `per_chain` holds each chain's index into them, and its mask:
@@ -1020,19 +1050,17 @@ def _run_chunk(config: _Config, carry: _Carry, chain_keys, per_chain, shared: _S
         observed = observe(carry.observed, carry.chain.position, diverged_at < 0, step)
         return _Carry(state, diverged_at, observed), record
 
-    steps = first_step + jnp.arange(config.chunk_size)
-    carry, records = jax.lax.scan(scan_step, carry, steps)
-    return carry, tuple(record.T for record in records)
+    return _scan_before(scan_step, carry, first_step, config.chunk_size, stop)
 
 
 def _run_exact_chunk(config: _Config, carry: _Carry, chain_keys, per_chain, shared: _Shared,
-                     first_step, watch: _Watch | None = None):
+                     first_step, stop, watch: _Watch | None = None):
     """`chunk_size` steps of every exact chain (MALA or HMC on the full data, adapting during
-    the warmup: `slt.samplers.exact`) from `first_step`, with `_run_chunk`'s record: the loss
-    is L_n at the chain's (restricted) position, the centre loss L_n(w_center), the
-    acceptance probability of every step, the temperature's terms every `MEASURE_EVERY`
-    steps. The arguments are `_run_chunk`'s (`shared.center_losses` unused: the losses are
-    exact)."""
+    the warmup: `slt.samplers.exact`) from `first_step`, those before `stop` run, with
+    `_run_chunk`'s record: the loss is L_n at the chain's (restricted) position, the centre
+    loss L_n(w_center), the acceptance probability of every step, the temperature's terms
+    every `MEASURE_EVERY` steps. The arguments are `_run_chunk`'s (`shared.center_losses`
+    unused: the losses are exact)."""
     centers, reference_losses, data = shared.centers, shared.reference_losses, shared.data
     problem, sampler = config.problem, config.sampler
     threshold = divergence_threshold(problem.dim)
@@ -1091,6 +1119,4 @@ def _run_exact_chunk(config: _Config, carry: _Carry, chain_keys, per_chain, shar
         observed = observe(carry.observed, positions, diverged_at < 0, step)
         return _Carry(state, diverged_at, observed), record
 
-    steps = first_step + jnp.arange(config.chunk_size)
-    carry, records = jax.lax.scan(scan_step, carry, steps)
-    return carry, tuple(record.T for record in records)
+    return _scan_before(scan_step, carry, first_step, config.chunk_size, stop)

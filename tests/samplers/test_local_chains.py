@@ -89,6 +89,32 @@ def test_one_compilation_per_configuration(key):
     assert local_chains.compile_count() == before + 2  # a new configuration compiles once
 
 
+def test_one_program_serves_every_run_length_and_a_run_stops_at_its_end(key):
+    """The run's length is a runtime value: runs of 7, 25 and 30 steps (chunks of 10) share
+    one program, and the last chunk runs only the steps before the end, so a run's final
+    position is that of its last step: the 25-step run ends where the 30-step run stood
+    after 25 steps (same key, same draws), not 5 steps later."""
+    problem = _index_problem(40)
+    center = {"w": jnp.zeros(())}
+    sampler = SGLD(batch_size=10, mala_every=3)
+    targets = _targets(1e-3, 1.0, 2.0)
+    before = local_chains.compile_count()
+    runs = {steps: run_chains(problem, center, key, targets, sampler=sampler,
+                              plan=_plan(steps, num_chains=2, chunk_size=10))
+            for steps in (7, 25, 30)}
+    assert local_chains.compile_count() == before + 1
+    assert [run.loss.shape[1] for run in runs.values()] == [7, 25, 30]
+    np.testing.assert_array_equal(runs[25].loss, runs[30].loss[:, :25])
+    np.testing.assert_array_equal(runs[7].loss, runs[30].loss[:, :7])
+    # SGLD records the distance from the centre (0) where a step starts: step 25 of a longer
+    # run starts where the 25-step run ended
+    longer = run_chains(problem, center, key, targets, sampler=sampler,
+                        plan=_plan(26, num_chains=2, chunk_size=10))
+    np.testing.assert_allclose(np.abs(runs[25].final_position[:, 0]), longer.distance[:, 25],
+                               rtol=1e-12)
+    assert not np.allclose(runs[25].final_position, runs[30].final_position)
+
+
 def test_divergence_stops_and_flags_the_chain(key):
     problem = Problem.from_loss(
         lambda p, b: 0.5 * (b["y"] - p["w"]) ** 4, {"w": jnp.zeros(())}, {"y": jnp.zeros(50)}

@@ -26,7 +26,7 @@ chain that did not diverge, theta_b, and
     theta_w = sum_b w_b theta_b,
 
 over the B blocks of all chains (with equal blocks, sd_b(theta_b)^2 / B: blocks as
-replicates; unequal blocks, such as a last chunk that ran past the end, weighted by their
+replicates; unequal blocks, such as a last chunk cut short by the run's end, weighted by their
 draws). Chains that disagree (not mixed) spread their blocks apart and widen the error bar.
 It has about B - 1 degrees of freedom where the earlier between-chain standard error had C - 1
 (with 4 chains, (estimate - truth) / se was Student-t with 3 degrees of freedom, beyond 3 in
