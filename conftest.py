@@ -46,25 +46,30 @@ if _OWN_CACHE:
 # (`--xla_cpu_use_fusion_emitters=false`), which compile faster: test_fit.py 75-81 -> 46-56 s
 # of CPU, test_llc.py with test_free_energy.py 145 -> 132 s, the whole suite on a clean clone
 # 935-949 -> 656-673 s (2026-11-29; benchmarks/RESULTS.md). The operations compiled are the
-# same; only their machine code differs, and with it the last bits of some float64 sums. Users'
-# programs and the benchmarks keep XLA's defaults (with these emitters a warm `compare` ran
-# 11% slower).
+# same; only their machine code differs, and with it the last bits of some float64 sums. And
+# each program's machine code in one piece (`--xla_cpu_parallel_codegen_split_count=1`): XLA
+# splits it to generate code on several threads, which the workers, already one more than the
+# cores, only pay for (test_fit.py with test_local_diagnostics.py: 83.6-91.8 -> 72.6-80.2 s of
+# CPU; the same bits). Users' programs and the benchmarks keep XLA's defaults (with these
+# emitters a warm `compare` ran 11% slower; one process compiles on every core).
 _FAST_COMPILE = "--xla_backend_optimization_level=1 --xla_llvm_disable_expensive_passes=true"
-_OLDER_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
+_WHERE_ACCEPTED = "--xla_cpu_use_fusion_emitters=false --xla_cpu_parallel_codegen_split_count=1"
 
 
-def _xla_accepts(flag: str) -> bool:
-    """Whether this jaxlib's XLA knows `flag`: an unknown flag in XLA_FLAGS ends the process
-    that starts a backend, so a new Python tries it first (about 1 s, once per run)."""
+def _xla_accepts(flags: str) -> bool:
+    """Whether this jaxlib's XLA knows `flags`: an unknown flag in XLA_FLAGS ends the process
+    that starts a backend, so a new Python tries them first (about 1 s, once per run)."""
     probe = [sys.executable, "-c", "import jax; jax.devices('cpu')"]
-    environment = os.environ | {"XLA_FLAGS": flag, "JAX_PLATFORMS": "cpu"}
+    environment = os.environ | {"XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu"}
     return subprocess.run(probe, env=environment, capture_output=True).returncode == 0
 
 
 if _FAST_COMPILE not in os.environ.get("XLA_FLAGS", ""):  # not yet set by the run's first process
     flags = [os.environ.get("XLA_FLAGS", ""), _FAST_COMPILE]
-    if _xla_accepts(_OLDER_EMITTERS):
-        flags.append(_OLDER_EMITTERS)
+    if _xla_accepts(_WHERE_ACCEPTED):  # all of them in one try; otherwise each on its own
+        flags.append(_WHERE_ACCEPTED)
+    else:
+        flags += [flag for flag in _WHERE_ACCEPTED.split() if _xla_accepts(flag)]
     os.environ["XLA_FLAGS"] = " ".join(flags).strip()
 
 import jax  # noqa: E402  (after the cache settings, which JAX reads when imported)
