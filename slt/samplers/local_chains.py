@@ -463,15 +463,15 @@ def run_chains(
     compiled, was_cached = _compile(config, arguments, observed)
     compile_time = 0.0 if was_cached else time.perf_counter() - start
 
-    stop = jnp.asarray(num_steps)
-    if replicated is not None:
-        stop = _place(stop, replicated)
+    def step_count(value):  # a scalar argument of the program, beside the replicated ones
+        count = jnp.asarray(value)
+        return count if replicated is None else _place(count, replicated)
+
+    stop = step_count(num_steps)
 
     def advance(carry, chunk):
-        first_step = jnp.asarray(chunk * chunk_size)
-        if replicated is not None:
-            first_step = _place(first_step, replicated)
-        carry, recorded = compiled(carry, *arguments[1:], first_step, stop, *observed)
+        carry, recorded = compiled(carry, *arguments[1:], step_count(chunk * chunk_size), stop,
+                                   *observed)
         steps = (chunk * chunk_size, (chunk + 1) * chunk_size)
         if observed and not (steps[0] < num_steps and steps[1] > plan.num_warmup):
             # nothing observed in this chunk (warmup, or past the run's end): no block of it

@@ -92,8 +92,8 @@ def test_one_compilation_per_configuration(key):
 def test_one_program_serves_every_run_length_and_a_run_stops_at_its_end(key):
     """The run's length is a runtime value: runs of 7, 25 and 30 steps (chunks of 10) share
     one program, and the last chunk runs only the steps before the end, so a run's final
-    position is that of its last step: the 25-step run ends where the 30-step run stood
-    after 25 steps (same key, same draws), not 5 steps later."""
+    position is that of its last step: the 25-step run ends where step 25 of a 26-step run
+    starts (same key, same draws), not where the 30-step run ends."""
     problem = _index_problem(40)
     center = {"w": jnp.zeros(())}
     sampler = SGLD(batch_size=10, mala_every=3)
