@@ -107,8 +107,13 @@ GPU_RESULTS = "llc_transformer_gpu.json"
 TWIN_CHUNK = 128  # sequences per block of the twin check's losses, on both sides
 
 
+_STARTED = time.perf_counter()
+
+
 def log(message: str) -> None:
-    print(f"llc_transformer: {message}", file=sys.stderr, flush=True)
+    """A progress line on stderr, with the seconds since the benchmark's module was loaded."""
+    seconds = time.perf_counter() - _STARTED
+    print(f"llc_transformer [{seconds:6.1f} s]: {message}", file=sys.stderr, flush=True)
 
 
 # ----------------------------------------------------------------------------- the model
@@ -603,6 +608,11 @@ def main() -> None:
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     parser.add_argument("--sizes", default="hoogland,pythia",
                         help="GPU: comma-separated sizes (hoogland, pythia)")
+    parser.add_argument("--gpu-parts", default="full,l0h0,heads",
+                        help="GPU: the measurements (full, l0h0, heads: every head's "
+                             "trajectory at the sizes that have one), each for every size or, "
+                             "written SIZE:PART, for one; a run that must fit a short lease "
+                             "names only those an earlier run lacks")
     parser.add_argument("--dry-run", action="store_true", help="tiny sizes, one round")
     parser.add_argument("--report", metavar="RAW_JSON", help="render a raw.json's section")
     parser.add_argument("--gpu-report", metavar="GPU_JSON",
@@ -621,7 +631,8 @@ def main() -> None:
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
         from benchmarks.llc_transformer_gpu import measure_gpu
 
-        measure_gpu(arguments.sizes.split(","), arguments.seed, dry=arguments.dry_run)
+        measure_gpu(arguments.sizes.split(","), arguments.seed, dry=arguments.dry_run,
+                    parts=arguments.gpu_parts.split(","))
         return
     import jax
 

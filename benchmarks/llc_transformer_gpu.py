@@ -112,8 +112,13 @@ def _heads(worker, problem, params, seed: int, config: dict, m: int) -> dict:
             "devinterp_ses": reply["ses"][0].tolist(), "gaps": gaps[0].tolist()}
 
 
-def measure_size(name: str, seed: int, dry: bool, results: dict) -> None:
-    """Every measurement of one size, saved into results[name] as it finishes."""
+MEASUREMENTS = ("full", "l0h0", "heads")
+
+
+def measure_size(name: str, seed: int, dry: bool, results: dict,
+                 parts: tuple[str, ...] = MEASUREMENTS) -> None:
+    """The measurements `parts` of one size (the model's training, the twin and mask checks
+    and the forward + backward timing always), saved into results[name] as each finishes."""
     import jax
 
     from benchmarks.llc_speed import DevinterpWorker
@@ -153,7 +158,7 @@ def measure_size(name: str, seed: int, dry: bool, results: dict) -> None:
         _save(results)
         steps = config["num_warmup"] + config["num_samples"]
         chains = config["num_chains"]
-        for part_name in ("full", "l0h0"):
+        for part_name in [part for part in ("full", "l0h0") if part in parts]:
             part = None if part_name == "full" else bench.head_parts(params)[part_name]
             wall, compile_time, result = _slt_llc(problem, params, jax.random.key(seed), config,
                                                   part)
@@ -179,7 +184,7 @@ def measure_size(name: str, seed: int, dry: bool, results: dict) -> None:
             bench.log(f"{name} {part_name}: devinterp {devinterp_entry}")
             entry[f"devinterp_{part_name}"] = devinterp_entry
             _save(results)
-        if name in HEADS_TRAJECTORY_SIZES:
+        if name in HEADS_TRAJECTORY_SIZES and "heads" in parts:
             entry["heads"] = _heads(worker, problem, params, seed, config, m)
             _save(results)
     finally:
@@ -187,18 +192,27 @@ def measure_size(name: str, seed: int, dry: bool, results: dict) -> None:
         shutil.rmtree(folder)  # the .npz, the checks' files, the runner's log
 
 
-def measure_gpu(sizes: list[str], seed: int, dry: bool = False) -> dict:
-    """Every size in turn; the results (also in $OUT/llc_transformer_gpu.json)."""
+def measure_gpu(sizes: list[str], seed: int, dry: bool = False,
+                parts: tuple[str, ...] | list[str] = MEASUREMENTS) -> dict:
+    """Every size in turn, the measurements `parts` of each ("full", "l0h0", "heads" for
+    every size, "hoogland:heads" for one); the results (also in
+    $OUT/llc_transformer_gpu.json)."""
     import jax
+
+    unknown = sorted({entry.rpartition(":")[2] for entry in parts} - set(MEASUREMENTS))
+    if unknown:
+        raise SystemExit(f"unknown measurements {unknown}; measurements: {MEASUREMENTS}")
 
     device = jax.devices()[0]
     results = {"device": f"{device.platform} ({device.device_kind})", "jax": jax.__version__,
-               "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+               "started": time.strftime("%Y-%m-%d %H:%M:%S"), "measurements": list(parts)}
     for name in sizes:
         if name not in bench.SIZES:
             raise SystemExit(f"unknown size {name!r}; sizes: {', '.join(bench.SIZES)}")
         start = time.perf_counter()
-        measure_size(name, seed, dry, results)
+        measure_size(name, seed, dry, results, tuple(
+            part for size, _, part in (entry.rpartition(":") for entry in parts)
+            if size in ("", name)))
         results[name]["seconds"] = time.perf_counter() - start
         _save(results)
     print(json.dumps(results, indent=1))
@@ -209,7 +223,7 @@ def gpu_report(results: dict) -> str:
     """Markdown tables from a llc_transformer_gpu.json (the sizes it finished)."""
     lines = [f"GPU: {results['device']}, JAX {results['jax']}, run {results['started']}.", ""]
     for name, entry in results.items():
-        if not isinstance(entry, dict) or "slt_full" not in entry:
+        if not isinstance(entry, dict) or "forward_backward" not in entry:
             continue
         config, size = entry["config"], entry["size"]
         info = entry.get("devinterp_info", {})
@@ -225,16 +239,18 @@ def gpu_report(results: dict) -> str:
             f"{entry.get('masks_differ') or 'none'}. The model's own forward + backward per "
             f"step: JAX {1e3 * entry['forward_backward']['jax']:.2f} ms, torch "
             f"{1e3 * entry['forward_backward']['torch']:.2f} ms.",
+        ]
+        rows = [part for part in ("full", "l0h0")
+                if entry.get(f"slt_{part}") and entry.get(f"devinterp_{part}")]
+        lines += [
             "",
             "| part | slt λ̂ ± se | devinterp λ̂ ± se | slt draws/s | devinterp draws/s | "
             "slt / devinterp | slt s per step (all chains) | devinterp s per chain-step | "
             "slt compile s |",
             "|---|---|---|---|---|---|---|---|---|",
-        ]
-        for part in ("full", "l0h0"):
-            ours, theirs = entry.get(f"slt_{part}"), entry.get(f"devinterp_{part}")
-            if not ours or not theirs:
-                continue
+        ] if rows else []
+        for part in rows:
+            ours, theirs = entry[f"slt_{part}"], entry[f"devinterp_{part}"]
             lines.append(
                 f"| {part} | {ours['llc']:.4g} ± {ours['se']:.2g} | {theirs['llc']:.4g} ± "
                 f"{theirs['se']:.2g} | {ours['draws_per_second']:,.0f} | "
