@@ -8,17 +8,18 @@ is exactly Gaussian, and the per-example losses l_i(w) = (y_i - x_i . w)^2 / 2 +
 
 (the loss kernel; the BIF of training example i on query q is -Cov(l_i, l_q)). Each run:
 `slt.loss_kernel` of five training examples and `slt.bif` of four training examples on three
-queries, with every default (SGLD step "auto", `RunPlan()`: 4 chains, adaptive length,
-gamma = 1, n beta = n / log n), and, for comparison, the loss kernel with 16 chains. Printed per
-key: the largest |z| = |estimate - exact| / reported standard error over the entries, the
+queries, with every default (sampler "auto": the exact MALA at this n, `RunPlan()`: 4 chains,
+adaptive length, gamma = 1, n beta = n / log n), and, for comparison, the loss kernel with 16
+chains. Printed per key: the largest |z| = |estimate - exact| / reported standard error over the entries, the
 diagonal's relative errors, the run's temperatures and warnings.
 
     python -m benchmarks.observed_defaults [KEYS...] [--chains=4,16]
-        [--sampler=sgld|sghmc|mala|hmc]
+        [--sampler=auto|sgld|sghmc|mala|hmc]
 
-`--sampler` runs every estimator with that sampler instead of the default SGLD (`SGHMC()`, or
-the exact, full-batch `slt.samplers.MALA()` or `HMC()`, their step and mass adapted in the
-warmup).
+`--sampler` runs every estimator with that sampler instead of the default "auto" (which picks
+MALA here: `slt.estimators.local.observed.attribution_sampler`): `SGLD()` with its calibrated
+step, `SGHMC()`, or the exact, full-batch `slt.samplers.MALA()` or `HMC()`, their step and mass
+adapted in the warmup.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import slt
 
 N, D = 2000, 3
 TRUE_W = np.array([1.0, -0.5, 0.25])
-SAMPLERS = {"sgld": slt.samplers.SGLD(), "sghmc": slt.samplers.SGHMC(),
+SAMPLERS = {"auto": "auto", "sgld": slt.samplers.SGLD(), "sghmc": slt.samplers.SGHMC(),
             "mala": slt.samplers.MALA(), "hmc": slt.samplers.HMC()}
 KERNEL_EXAMPLES = np.array([0, 3, 7, 12, 25])
 BIF_TRAIN = np.array([1, 4, 9, 30])
@@ -63,7 +64,7 @@ def kernel(x_a, r_a, x_b, r_b, sigma):
     return np.outer(r_a, r_b) * s + 0.5 * s**2
 
 
-def run(keys=(1, 2, 3, 4), chain_counts=(4, 16), sampler="sgld") -> None:
+def run(keys=(1, 2, 3, 4), chain_counts=(4, 16), sampler="auto") -> None:
     problem, params, x, r, sigma, query = regression()
     exact = kernel(x[KERNEL_EXAMPLES], r[KERNEL_EXAMPLES], x[KERNEL_EXAMPLES],
                    r[KERNEL_EXAMPLES], sigma)
@@ -113,4 +114,4 @@ if __name__ == "__main__":
     options = dict(k[2:].split("=") for k in sys.argv[1:] if k.startswith("--"))
     arguments = [int(k) for k in sys.argv[1:] if not k.startswith("--")]
     counts = tuple(int(c) for c in options.get("chains", "4,16").split(","))
-    run(tuple(arguments) or (1, 2, 3, 4), counts, options.get("sampler", "sgld"))
+    run(tuple(arguments) or (1, 2, 3, 4), counts, options.get("sampler", "auto"))

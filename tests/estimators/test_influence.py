@@ -107,6 +107,47 @@ def test_bif_matches_the_gaussian_closed_form(regression):
     np.testing.assert_allclose(result.influence_function(), NBETA * result.influence)
 
 
+def test_with_every_default_the_kernel_and_bif_are_exact_within_three_standard_errors(
+        regression):
+    """sampler="auto" runs the exact MALA at this n, so the draws follow the local posterior
+    itself, N(w*, Sigma) with Sigma = (n beta / n X^T X + gamma I)^-1 (no step-size term; the
+    defaults: gamma = 1, n beta = n / log n, the plan's adaptive length): every entry within
+    3 of its reported standard errors (over 12 keys of benchmarks/observed_defaults.py: 3.9%
+    of the kernel's entries beyond 2 se, 0.0% beyond 3)."""
+    problem, params, x, y, w_star, query = regression
+    sigma = np.linalg.inv(1 / np.log(N) * x.T @ x + np.eye(2))
+    residuals = y - x @ w_star
+    examples, train = np.array([0, 3, 7, 12, 25]), np.array([1, 4, 9, 30])
+    quiet = RunPlan(progress=False)
+    kernel = slt.loss_kernel(problem, params, jax.random.key(6), examples, plan=quiet)
+    influence = slt.bif(problem, params, jax.random.key(7), query, train=train, plan=quiet)
+    assert kernel.run.sampler == influence.run.sampler == "MALA"
+    exact = _kernel(x[examples], residuals[examples], x[examples], residuals[examples], sigma)
+    upper = np.triu_indices(len(examples))
+    _within(kernel.covariance[upper], exact[upper], kernel.covariance_std_error[upper], k=3.0)
+    r_query = query["y"] - query["x"] @ w_star
+    _within(influence.influence, -_kernel(x[train], residuals[train], query["x"], r_query,
+                                          sigma), influence.std_error, k=3.0)
+    assert not kernel.warnings and not influence.warnings
+
+
+def test_auto_is_mala_up_to_sixteen_minibatches_of_examples_and_sgld_beyond():
+    from slt.estimators.local.observed import EXACT_MAX_BATCHES, attribution_sampler
+    from slt.samplers import MALA
+
+    def problem_of(n):
+        return Problem.from_loss(_gaussian_nll, {"w": jnp.zeros(2)},
+                                 {"x": np.zeros((n, 2)), "y": np.zeros(n)})
+
+    largest = EXACT_MAX_BATCHES * SGLD().batch_size
+    assert attribution_sampler(problem_of(largest), "auto") == MALA()
+    assert attribution_sampler(problem_of(largest + 1), "auto") == SGLD()
+    chosen = SGLD(step_size=1e-3)
+    assert attribution_sampler(problem_of(10), chosen) is chosen
+    with pytest.raises(slt.InputError, match="sampler must be \"auto\" or"):
+        attribution_sampler(problem_of(10), "mala")
+
+
 def test_susceptibilities_match_the_gaussian_closed_form(regression):
     """chi_{C,S} = -Cov_C(L_q, L_S - L_q) is a bilinear form of the kernel of the chains
     restricted to C (Sigma on C's block); here q is all training data, S a training subset or

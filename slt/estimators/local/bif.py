@@ -60,7 +60,7 @@ from slt.estimators.local.posterior import LocalPosterior
 from slt.problem import Params, Problem
 from slt.results import Persistable, warnings_note
 from slt.samplers import moments
-from slt.samplers.config import SGLD, RunPlan, Sampler
+from slt.samplers.config import RunPlan, Sampler
 from slt.validation import InputError, require_int
 
 __all__ = ["BIFResult", "bif"]
@@ -189,7 +189,7 @@ def bif(
     *,
     train=None,
     posterior: LocalPosterior = LocalPosterior(),
-    sampler: Sampler = SGLD(),
+    sampler: Sampler | str = "auto",
     plan: RunPlan = RunPlan(),
 ) -> BIFResult:
     """Bayesian influence functions BIF(z_i, z_q) = -Cov(l_i(w), l_q(w)) of training examples
@@ -204,8 +204,12 @@ def bif(
         n x n_query per chain, and a forward pass over the data at every observation) or a
         1-D array of indices; a dict of arrays is accepted too (their influence is that of
         adding them to the data with the weight h).
-      posterior, sampler, plan: as for `slt.llc` (SGLD(extrapolate=True) excepted); the losses
-        are observed every `plan.observe_every` steps after the warmup.
+      posterior, plan: as for `slt.llc`; the losses are observed every `plan.observe_every`
+        steps after the warmup.
+      sampler: "auto" (the default): the exact `slt.samplers.MALA()` where n <= 4,096, else
+        `SGLD()` with its calibrated step (`slt.estimators.local.observed.attribution_sampler`:
+        SGLD's O(eps) bias shows in second moments); or a sampler value as for `slt.llc`
+        (SGLD(extrapolate=True) excepted).
 
     Returns:
       A `BIFResult`.

@@ -42,7 +42,7 @@ from slt.estimators.local.posterior import LocalPosterior
 from slt.problem import Params, Problem
 from slt.results import Persistable, warnings_note
 from slt.samplers import moments
-from slt.samplers.config import SGLD, RunPlan, Sampler
+from slt.samplers.config import RunPlan, Sampler
 
 __all__ = ["LossKernelResult", "loss_kernel"]
 
@@ -130,7 +130,7 @@ def loss_kernel(
     examples=None,
     *,
     posterior: LocalPosterior = LocalPosterior(),
-    sampler: Sampler = SGLD(),
+    sampler: Sampler | str = "auto",
     plan: RunPlan = RunPlan(),
 ) -> LossKernelResult:
     """The loss gain E[l_i(w)] - l_i(w*) and the loss kernel Cov(l_i(w), l_j(w)) of examples
@@ -140,10 +140,13 @@ def loss_kernel(
       problem, params, key: as for `slt.llc` (params = w*, a trained network or an MLE).
       examples: None (every training example: memory n^2 per chain), a 1-D array of indices
         into the training data, or a dict of arrays in the data's format (other examples).
-      posterior, sampler, plan: as for `slt.llc` (SGLD(extrapolate=True) excepted): the same
-        chains, calibration and diagnostics; the losses are observed every
-        `plan.observe_every` steps after the warmup (each observation is one forward pass
-        over the examples).
+      posterior, plan: as for `slt.llc`: the same chains, calibration and diagnostics; the
+        losses are observed every `plan.observe_every` steps after the warmup (each
+        observation is one forward pass over the examples).
+      sampler: "auto" (the default): the exact `slt.samplers.MALA()` where n <= 4,096, else
+        `SGLD()` with its calibrated step (`slt.estimators.local.observed.attribution_sampler`:
+        SGLD's O(eps) bias shows in second moments); or a sampler value as for `slt.llc`
+        (SGLD(extrapolate=True) excepted).
 
     Returns:
       A `LossKernelResult`.

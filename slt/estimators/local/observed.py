@@ -56,12 +56,15 @@ from slt.estimators.local.parts import part_runs
 from slt.estimators.local.posterior import check_local_run, trace_statistics
 from slt.problem import Params, Problem, require_problem
 from slt.samplers import moments
+from slt.samplers.config import MALA, SGLD, Sampler
 from slt.samplers.local_chains import Observables
-from slt.validation import InputError, require_params, warn_caller
+from slt.validation import InputError, require_instance, require_params, warn_caller
 
 __all__ = [
+    "EXACT_MAX_BATCHES",
     "MAX_RHAT",
     "ObservedExamples",
+    "attribution_sampler",
     "ObservedResult",
     "block_std_error",
     "chain_summaries",
@@ -89,6 +92,32 @@ OBSERVED_ESS = 500
 # The batch-means blocks span at least this many integrated autocorrelation times of the
 # distance from w* (measured: module doc).
 BLOCK_AUTOCORRELATION_TIMES = 25
+# sampler="auto" runs the exact MALA where one full-data gradient costs at most this many of
+# SGLD's minibatch gradients (`attribution_sampler`).
+EXACT_MAX_BATCHES = 16
+
+
+def attribution_sampler(problem: Problem, sampler) -> Sampler:
+    """The sampler an attribution estimator runs: `sampler` itself, or for "auto" (their
+    default) the exact `MALA()` where one full-data gradient costs at most
+    `EXACT_MAX_BATCHES` of SGLD's minibatch gradients (n <= 16 x 256 = 4,096 examples) and
+    `SGLD()` (its step calibrated) beyond.
+
+    Why exact where it is affordable: the loss kernel, the BIF and the susceptibilities are
+    second moments of the losses, and SGLD's stationary covariance is the posterior's inflated
+    at O(eps) (on a Gaussian target of precision A, (A (I - eps A / 4))^-1), a bias its
+    temperature diagnostics measure too coarsely at the calibrated step. On a Gaussian
+    regression whose kernel has a closed form (benchmarks/observed_defaults.py, n = 2000,
+    keys 1-12) SGLD left 3 of 12 kernels with an entry beyond 3 standard errors, MALA 0 of 12,
+    with 1000 draws a chain against SGLD's 4000-9000 (benchmarks/RESULTS.md).
+
+    Raises:
+      InputError: `sampler` neither a sampler value nor "auto".
+    """
+    if isinstance(sampler, str) and sampler == "auto":
+        return MALA() if problem.n <= EXACT_MAX_BATCHES * SGLD().batch_size else SGLD()
+    return require_instance("sampler", sampler, Sampler,
+                            '"auto" or slt.samplers.SGLD, SGHMC, MALA or HMC')
 
 
 def example_batch(problem: Problem, examples, name: str) -> tuple[dict, np.ndarray | None]:
@@ -198,7 +227,8 @@ def observed_runs(problem: Problem, params: Params, key: jax.Array, values: tupl
 
     Args:
       values: the estimator's (posterior, sampler, plan), as its user gave them (checked
-        here, `check_local_run`); SGLD(extrapolate=True) is refused (a twin pair's summaries
+        here, `check_local_run`; sampler "auto" chosen by `attribution_sampler`);
+        SGLD(extrapolate=True) is refused (a twin pair's summaries
         do not combine). The observations begin when the warmup ends, a step fixed before the
         run: an "auto" num_warmup is `OBSERVED_WARMUP` (1000) steps here (the chains start
         dispersed over the posterior's width, and the run's diagnostics say whether that
@@ -213,6 +243,7 @@ def observed_runs(problem: Problem, params: Params, key: jax.Array, values: tupl
       FloatingPointError: every chain of a part diverged (`llc`).
     """
     posterior, sampler, plan = values
+    sampler = attribution_sampler(require_problem(problem), sampler)
     posterior = check_local_run(problem, params, key, posterior, sampler, plan)
     if plan.num_warmup == "auto":  # the observations begin at a step fixed in advance
         plan = replace(plan, num_warmup=OBSERVED_WARMUP)

@@ -63,7 +63,7 @@ from slt.estimators.local.posterior import LocalPosterior
 from slt.problem import Params, Problem, require_problem
 from slt.results import Persistable, warnings_note
 from slt.samplers import moments
-from slt.samplers.config import SGLD, RunPlan, Sampler
+from slt.samplers.config import RunPlan, Sampler
 from slt.samplers.local_chains import Observables
 from slt.validation import InputError, require_params, set_field
 
@@ -186,7 +186,7 @@ def susceptibilities(
     *,
     components=None,
     posterior: LocalPosterior = LocalPosterior(),
-    sampler: Sampler = SGLD(),
+    sampler: Sampler | str = "auto",
     plan: RunPlan = RunPlan(),
 ) -> SusceptibilityResult:
     """The susceptibilities chi_{C,S} = -Cov_C(phi_C, Delta L_S) of components C of a network
@@ -199,10 +199,13 @@ def susceptibilities(
       components: {name: mask}, each mask as `LocalPosterior`'s `restrict_to` (a pytree of
         booleans shaped like params: one per leaf, or an array per leaf), or a sequence of
         masks (named "C0", "C1", ...); None: one component per leaf (`slt.leaf_parts`).
-      posterior, sampler, plan: as for `slt.llc` (SGLD(extrapolate=True) excepted; the
-        posterior's restrict_to must be None: the components are the restrictions), for
-        every component's chains; the losses are observed every `plan.observe_every` steps
-        after the warmup.
+      posterior, plan: as for `slt.llc` (the posterior's restrict_to must be None: the
+        components are the restrictions), for every component's chains; the losses are
+        observed every `plan.observe_every` steps after the warmup.
+      sampler: "auto" (the default): the exact `slt.samplers.MALA()` where n <= 4,096, else
+        `SGLD()` with its calibrated step (`slt.estimators.local.observed.attribution_sampler`:
+        SGLD's O(eps) bias shows in second moments); or a sampler value as for `slt.llc`
+        (SGLD(extrapolate=True) excepted).
 
     Returns:
       A `SusceptibilityResult`.
