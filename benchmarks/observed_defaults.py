@@ -10,8 +10,8 @@ is exactly Gaussian, and the per-example losses l_i(w) = (y_i - x_i . w)^2 / 2 +
 `slt.loss_kernel` of five training examples and `slt.bif` of four training examples on three
 queries, with every default (sampler "auto": the exact MALA at this n, `RunPlan()`: 4 chains,
 adaptive length, gamma = 1, n beta = n / log n), and, for comparison, the loss kernel with 16
-chains. Printed per key: the largest |z| = |estimate - exact| / reported standard error over the entries, the
-diagonal's relative errors, the run's temperatures and warnings.
+chains. Printed per key: the largest |z| = |estimate - exact| / reported standard error over
+the entries, the diagonal's relative errors, the run's temperatures and warnings.
 
     python -m benchmarks.observed_defaults [KEYS...] [--chains=4,16]
         [--sampler=auto|sgld|sghmc|mala|hmc]
