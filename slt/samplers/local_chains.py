@@ -401,28 +401,24 @@ def run_chains(
     center_losses, center_full_loss = (jnp.stack(v) for v in zip(
         *(_center_losses(problem, flat) for flat in centers), strict=True))
 
-    def chains_of(values, shape=()):
-        return np.repeat(np.broadcast_to(np.asarray(values), (targets.num_parts, *shape)),
-                         plan.num_chains, axis=0)
+    def chains_of(values, shape=(), value_dtype=None):  # on the host: nothing to compile
+        repeated = np.repeat(np.broadcast_to(np.asarray(values), (targets.num_parts, *shape)),
+                             plan.num_chains, axis=0)
+        return np.broadcast_to(repeated.astype(value_dtype), (num_chains, *shape))
 
-    chain_center = jnp.zeros(num_chains, jnp.int32) if not several else jnp.asarray(
-        chains_of(targets.center_of_part), jnp.int32)
-    per_chain = [
-        jnp.broadcast_to(jnp.asarray(chains_of(v), dtype), (num_chains,))
-        for v in (targets.step_size, targets.gamma, targets.nbeta)
-    ] + [chain_center, jnp.broadcast_to(
-        jnp.asarray(True if targets.mask is None else chains_of(targets.mask, (problem.dim,)),
-                    bool), (num_chains, centers.shape[1]))]
-    scale = None if targets.start_scale is None else jnp.asarray(
-        chains_of(targets.start_scale, (problem.dim,)), dtype)
+    per_chain = [chains_of(v, value_dtype=dtype)
+                 for v in (targets.step_size, targets.gamma, targets.nbeta)] + [
+        chains_of(0 if not several else targets.center_of_part, value_dtype=np.int32),
+        chains_of(True if targets.mask is None else targets.mask, (problem.dim,), bool)]
+    scale = None if targets.start_scale is None else chains_of(
+        targets.start_scale, (problem.dim,), dtype)
     if extrapolate:
         config = config._replace(num_chains=2 * config.num_chains)
         per_chain = _with_twins(per_chain)
-        scale = None if scale is None else jnp.concatenate([scale, scale])
-    chain_keys, start_noise = _randomness(key, targets.keys, config.num_chains,
-                                          plan.num_chains, centers.shape[1], dtype,
-                                          needed=scale is not None)
-    starts = _starts(centers[per_chain[3]], scale, per_chain[4], start_noise)
+        scale = None if scale is None else np.concatenate([scale, scale])
+    per_chain = [jax.device_put(np.ascontiguousarray(values)) for values in per_chain]
+    chain_keys, starts = _keys_and_starts(key, targets.keys, centers, per_chain[3],
+                                          per_chain[4], scale, plan.num_chains)
     observed = () if observables is None else (
         _observation_arguments(observables, dtype, plan.num_warmup),)
     store = Checkpoint(
@@ -583,6 +579,17 @@ def _randomness(key, part_keys, num_chains: int, chains_per_part: int, dim: int,
     return in_chain_order(keys), None if noise is None else in_chain_order(noise)
 
 
+@functools.partial(jax.jit, static_argnums=6)
+def _keys_and_starts(key, part_keys, centers, center_of_chain, masks, scale,
+                     chains_per_part: int):
+    """Every chain's PRNG key and starting point (`_randomness`, `_starts`; chain c around
+    centre `center_of_chain[c]`), in one compiled program per configuration's shapes rather
+    than one per operation."""
+    chain_keys, noise = _randomness(key, part_keys, masks.shape[0], chains_per_part,
+                                    centers.shape[1], centers.dtype, needed=scale is not None)
+    return chain_keys, _starts(centers[center_of_chain], scale, masks, noise)
+
+
 def _starts(positions, scale, masks, noise):
     """Where the chains start: their centres `positions` (num_chains, d), plus offsets
     scale * noise in the coordinates they sample (`ChainTargets.start_scale`; None: the
@@ -627,8 +634,8 @@ def _with_twins(per_chain: list) -> list:
     """Per-chain (step_size, gamma, nbeta, centre index[, mask]) for twin chains: the first
     half at eps / 2, the second at eps, both with the same other values (`_combine_twins`)."""
     step_size, *others = per_chain
-    return [jnp.concatenate([step_size / 2, step_size]),
-            *(jnp.concatenate([v, v]) for v in others)]
+    return [np.concatenate([step_size / 2, step_size]),
+            *(np.concatenate([v, v]) for v in others)]
 
 
 def _combine_twins(trace: ChainTrace) -> ChainTrace:
@@ -655,7 +662,7 @@ def _initial_carry(config: _Config, position, watch: _Watch | None = None) -> _C
     0), none diverged, nothing observed yet (with `watch`, the observation arguments)."""
     return _Carry(
         chain=jax.vmap(_stochastic_kernel(config.sampler).init)(position),
-        diverged_at=jnp.full((config.num_chains,), -1, jnp.int32),
+        diverged_at=jax.device_put(np.full((config.num_chains,), -1, np.int32)),
         observed=_no_observations(config, position, watch),
     )
 
@@ -687,7 +694,7 @@ def _exact_initial_carry(config: _Config, chain_keys, per_chain, centers, starts
     initial = compile_cache.compiled_for(config.problem, signature, build)[0]
     return _Carry(
         chain=initial(*arguments),
-        diverged_at=jnp.full((config.num_chains,), -1, jnp.int32),
+        diverged_at=jax.device_put(np.full((config.num_chains,), -1, np.int32)),
         observed=_no_observations(config, starts, watch),
     )
 
