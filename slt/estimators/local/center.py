@@ -42,7 +42,6 @@ both are large.
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import jax
@@ -95,17 +94,19 @@ def measure_center(problem: Problem, params: Params) -> CenterMeasurements:
     count = min(NUM_EXAMPLES, problem.n)
     block = min(CHUNK, count, problem.chunk_size)  # a chunk's memory (`Problem.chunk_size`)
     count -= count % block
-    indices = jnp.linspace(0, problem.n - 1, count).astype(jnp.int32).reshape(-1, block)
-    probes = jax.random.rademacher(jax.random.key(0), (NUM_PROBES, flat.size), flat.dtype)
     leaves = jax.tree.leaves(problem.data)
-    signature = ("centre measurements", flat.shape, str(flat.dtype), indices.shape,
+    signature = ("centre measurements", flat.shape, str(flat.dtype), (count, block),
                  tuple((leaf.shape, str(leaf.dtype)) for leaf in leaves))
+
+    def measurements(flat, data):  # the examples and probes are constants of the program
+        indices = jnp.linspace(0, problem.n - 1, count).astype(jnp.int32).reshape(-1, block)
+        probes = jax.random.rademacher(jax.random.key(0), (NUM_PROBES, flat.size), flat.dtype)
+        return _measurements(problem, flat, data, indices, probes)
+
     program, _ = compile_cache.compiled_for(
-        problem, signature,
-        lambda: jax.jit(functools.partial(_measurements, problem)).lower(
-            flat, problem.data, indices, probes).compile())
+        problem, signature, lambda: jax.jit(measurements).lower(flat, problem.data).compile())
     return CenterMeasurements(*(np.asarray(value, np.float64) for value in program(
-        flat, problem.data, indices, probes)))
+        flat, problem.data)))
 
 
 def _measurements(problem: Problem, flat, data, indices, probes):
