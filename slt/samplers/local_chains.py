@@ -401,22 +401,20 @@ def run_chains(
     center_losses, center_full_loss = (jnp.stack(v) for v in zip(
         *(_center_losses(problem, flat) for flat in centers), strict=True))
 
-    def chains_of(values, shape=(), value_dtype=None):  # on the host: nothing to compile
-        repeated = np.repeat(np.broadcast_to(np.asarray(values), (targets.num_parts, *shape)),
-                             plan.num_chains, axis=0)
-        return np.broadcast_to(repeated.astype(value_dtype), (num_chains, *shape))
+    def chains_of(values, value_dtype, shape=()):  # (num_chains, *shape), on the host
+        return np.repeat(np.broadcast_to(np.asarray(values, value_dtype),
+                                         (targets.num_parts, *shape)), plan.num_chains, axis=0)
 
-    per_chain = [chains_of(v, value_dtype=dtype)
-                 for v in (targets.step_size, targets.gamma, targets.nbeta)] + [
-        chains_of(0 if not several else targets.center_of_part, value_dtype=np.int32),
-        chains_of(True if targets.mask is None else targets.mask, (problem.dim,), bool)]
+    per_chain = [chains_of(v, dtype) for v in (targets.step_size, targets.gamma, targets.nbeta)]
+    per_chain += [chains_of(0 if not several else targets.center_of_part, np.int32),
+                  chains_of(True if targets.mask is None else targets.mask, bool, (problem.dim,))]
     scale = None if targets.start_scale is None else chains_of(
-        targets.start_scale, (problem.dim,), dtype)
+        targets.start_scale, dtype, (problem.dim,))
     if extrapolate:
         config = config._replace(num_chains=2 * config.num_chains)
         per_chain = _with_twins(per_chain)
         scale = None if scale is None else np.concatenate([scale, scale])
-    per_chain = [jax.device_put(np.ascontiguousarray(values)) for values in per_chain]
+    per_chain = [jax.device_put(values) for values in per_chain]  # nothing compiled
     chain_keys, starts = _keys_and_starts(key, targets.keys, centers, per_chain[3],
                                           per_chain[4], scale, plan.num_chains)
     observed = () if observables is None else (
