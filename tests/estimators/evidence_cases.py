@@ -104,3 +104,29 @@ def poisson_intercept():
         problem=Problem(model, {"y": jnp.asarray(y)}, x64=True),
         log_evidence=peak + np.log(np.trapezoid(np.exp(log_joint - peak), grid)),
     )
+
+
+@functools.cache
+def normal_gamma_regression():
+    """y = X b + eps with the noise unknown, as a user writes it: precision t ~ Gamma(2, 2),
+    b | t ~ N(0, (4 / t) I_3), y ~ N(X b, 1 / t); n = 150, true noise sd 0.7. The posterior
+    couples b's scale to t (not Gaussian in b alone); log Z exact (normal-inverse-gamma)."""
+    import numpyro
+    import numpyro.distributions as dist
+
+    a0, b0, g = 2.0, 2.0, 4.0
+
+    def model(x, y=None):
+        t = numpyro.sample("t", dist.Gamma(a0, b0))
+        b = numpyro.sample("b", dist.Normal(0.0, jnp.sqrt(g / t)).expand([x.shape[1]]).to_event(1))
+        with numpyro.plate("data", x.shape[0]):
+            numpyro.sample("y", dist.Normal(x @ b, 1.0 / jnp.sqrt(t)), obs=y)
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(150, 3))
+    y = X @ np.array([0.8, -0.3, 0.0]) + 0.7 * rng.normal(size=150)
+    return SimpleNamespace(
+        problem=Problem(model, {"x": jnp.asarray(X), "y": jnp.asarray(y)}),
+        log_evidence=truth.nig_linear_regression_log_evidence(X, y, np.zeros(3), np.eye(3) / g,
+                                                               a0, b0),
+    )

@@ -29,7 +29,7 @@ from slt.fit import MAPFit
 from slt.samplers import NUTS, Tempering
 from slt.validation import InputError
 
-from .evidence_cases import conjugate_regression
+from .evidence_cases import conjugate_regression, normal_gamma_regression
 
 SMALL = FromDraws(fit=MAPFit(num_restarts=4, adam_steps=300, lbfgs_steps=100),
                   nuts=NUTS(num_chains=2, num_warmup=300, num_samples=600),
@@ -53,6 +53,16 @@ def test_conjugate_regression_is_exact_within_its_standard_error():
     assert abs(result.bridge[0] + case.log_evidence) < 4 * result.bridge[1] + 0.005
     assert result.summary()["path"].item() == "draws" and "path=draws" in repr(result)
     assert result.to_xarray()["positions"].dims == ("chain", "draw", "dim")
+
+
+@pytest.mark.heavy
+def test_unknown_noise_regression_is_exact_within_its_standard_error():
+    """A user's NumPyro model whose posterior is not Gaussian (the coefficients' scale rides on
+    the noise precision): the fast path against the normal-inverse-gamma closed form."""
+    case = normal_gamma_regression()
+    result = free_energy(case.problem, jax.random.key(1), SMALL, progress=False)
+    assert result.path == "draws" and not result.checks
+    assert abs(result.free_energy + case.log_evidence) < 4 * result.std_error + 0.005
 
 
 @pytest.mark.heavy
