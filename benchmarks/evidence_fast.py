@@ -41,19 +41,24 @@ def _problems(ks=(1, 2, 3, 4)):
     return {f"K={k}": old_faithful_mixture(k) for k in ks}
 
 
-def fast_rows(keys=range(5), ks=(1, 2, 3, 4)) -> list[str]:
-    """One markdown row per (K, key): the default `free_energy` on Old Faithful."""
+def default_free_energy(problem, seed: int):
+    """`slt.free_energy(problem, key(seed))` with its defaults, quietly: (result, wall s)."""
     import slt
 
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = slt.free_energy(problem, jax.random.key(seed), progress=False)
+    return result, time.perf_counter() - start
+
+
+def fast_rows(keys=range(5), ks=(1, 2, 3, 4)) -> list[str]:
+    """One markdown row per (K, key): the default `free_energy` on Old Faithful."""
     rows = []
     for name, problem in _problems(ks).items():
         k = int(name[2:])
         for seed in keys:
-            start = time.perf_counter()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                result = slt.free_energy(problem, jax.random.key(seed), progress=False)
-            seconds = time.perf_counter() - start
+            result, seconds = default_free_energy(problem, seed)
             reference = REFERENCES.get(k, float("nan"))
             draws = result.draws_run
             rows.append(
