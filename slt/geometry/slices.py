@@ -55,6 +55,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from slt import flat_random
 from slt.geometry.fisher import prepare
 from slt.geometry.kernels import fisher_trace_function
 from slt.geometry.matrix_free import fisher_operator, lanczos, tridiagonal
@@ -204,7 +205,7 @@ def random_directions(
     require_key(key)
     with jax.enable_x64(True):
         system, theta = _coordinates_of(model, params, coordinates)
-        draws = np.array(jax.random.normal(key, (num_directions, system.dim)))
+        draws = np.array(flat_random.normal(key, (num_directions, system.dim)))
     for vector in draws:
         if normalize == "unit":
             vector /= np.linalg.norm(vector)

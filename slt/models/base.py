@@ -9,6 +9,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from slt import flat_random
 from slt.problem import Problem
 from slt.validation import require_int
 
@@ -73,6 +74,6 @@ def gaussian_regression_data(
 ) -> dict[str, jax.Array]:
     """x ~ N(0, input_scale^2 I) of shape (n, *input_shape), y = mean(x) + noise_scale * N(0, 1)."""
     key_x, key_noise = jax.random.split(key)
-    x = input_scale * jax.random.normal(key_x, (n, *input_shape))
+    x = input_scale * flat_random.normal(key_x, (n, *input_shape))
     y_mean = mean(x)
-    return {"x": x, "y": y_mean + noise_scale * jax.random.normal(key_noise, y_mean.shape)}
+    return {"x": x, "y": y_mean + noise_scale * flat_random.normal(key_noise, y_mean.shape)}

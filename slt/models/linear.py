@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
 
+from slt import flat_random
 from slt.models.base import ModelSpec, gaussian_regression_data
 from slt.validation import require_int
 
@@ -201,10 +202,10 @@ def random_low_rank(key: jax.Array, widths: Sequence[int], rank: int, scale: flo
         raise ValueError(f"rank must be in [0, min(widths)={min(widths)}], got {rank}")
     keys = jax.random.split(key, len(widths))
     values = {
-        f"W{i + 1}": scale * jax.random.normal(keys[i], (widths[i + 1], widths[i]))
+        f"W{i + 1}": scale * flat_random.normal(keys[i], (widths[i + 1], widths[i]))
         for i in range(len(widths) - 1)
     }
-    basis = jax.random.normal(keys[-1], (widths[1], rank))
+    basis = flat_random.normal(keys[-1], (widths[1], rank))
     projector = basis @ jnp.linalg.pinv(basis) if rank else jnp.zeros((widths[1], widths[1]))
     values["W1"] = projector @ values["W1"]
     return values

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
 
+from slt import flat_random
 from slt.models.base import ModelSpec
 from slt.validation import require_int
 
@@ -66,9 +67,9 @@ def gaussian_mixture(
 
     def simulate(key, values, n):
         key_label, key_noise = jax.random.split(key)
-        labels = jax.random.categorical(key_label, jnp.log(values["weights"]), shape=(n,))
+        labels = flat_random.categorical(key_label, jnp.log(values["weights"]), n)
         scales = jnp.broadcast_to(values["scales"], (K, D))
-        y = values["means"][labels] + scales[labels] * jax.random.normal(key_noise, (n, D))
+        y = values["means"][labels] + scales[labels] * flat_random.normal(key_noise, (n, D))
         return {"y": y[:, 0] if D == 1 else y}
 
     return ModelSpec(

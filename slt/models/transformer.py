@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from slt import flat_random
 from slt.validation import InputError, require_int, require_key
 
 __all__ = [
@@ -92,7 +93,7 @@ def _init(key, vocab_size, context, num_layers, num_heads, d_model, d_head):
     embed_key, pos_key, unembed_key, *block_keys = jax.random.split(key, 3 + num_layers)
 
     def normal(key, shape, fan_in):
-        return jax.random.normal(key, shape) / math.sqrt(fan_in)
+        return flat_random.normal(key, shape) / math.sqrt(fan_in)
 
     def block(key):
         q_key, k_key, v_key, o_key = jax.random.split(key, 4)

@@ -82,7 +82,7 @@ import numpy as np
 from jax.extend import core as jax_core
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from slt import compile_cache
+from slt import compile_cache, flat_random
 from slt.precision import at_full_precision
 from slt.problem import Problem
 from slt.samplers import moments
@@ -560,8 +560,8 @@ def _randomness(key, part_keys, num_chains: int, chains_per_part: int, dim: int,
     part alone draws."""
     def draws(one_key, count):
         keys = jax.random.split(one_key, count)
-        noise = jax.random.normal(jax.random.fold_in(one_key, START_STREAM), (count, dim),
-                                  dtype) if needed else None
+        noise = flat_random.normal(jax.random.fold_in(one_key, START_STREAM), (count, dim),
+                                   dtype) if needed else None
         return keys, noise
 
     if part_keys is None:

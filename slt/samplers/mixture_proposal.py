@@ -26,6 +26,8 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 
+from slt import flat_random
+
 __all__ = [
     "GaussianMixture",
     "cross_fitted_independence_sweep",
@@ -89,8 +91,8 @@ def padded_mixture(mixture: GaussianMixture, size: int) -> GaussianMixture:
 def sample_mixture(key, mixture: GaussianMixture, num: int):
     """`num` independent draws from the mixture, shape (num, d)."""
     component_key, noise_key = jax.random.split(key)
-    components = jax.random.categorical(component_key, mixture.log_weights, shape=(num,))
-    noise = jax.random.normal(noise_key, (num, mixture.means.shape[1]), mixture.means.dtype)
+    components = flat_random.categorical(component_key, mixture.log_weights, num)
+    noise = flat_random.normal(noise_key, (num, mixture.means.shape[1]), mixture.means.dtype)
     factors = mixture.cholesky[components]
     return mixture.means[components] + jnp.einsum("nij,nj->ni", factors, noise)
 
