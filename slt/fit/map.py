@@ -334,7 +334,7 @@ def _compile_restarts(problem, starts, prior, adam_steps, learning_rate, lbfgs_s
         return flat, loglik, log_prior, problem.n * jnp.linalg.norm(gradient)
 
     program = jax.jit(fit_one if starts.ndim == 1 else jax.vmap(fit_one, in_axes=(0, None)))
-    return program.lower(starts, problem.data).compile()
+    return compile_cache.compile_quickly(program.lower(starts, problem.data))
 
 
 def _adam_then_lbfgs(objective, x0, adam_steps, learning_rate, lbfgs_steps, grad_tol):

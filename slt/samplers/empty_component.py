@@ -272,7 +272,7 @@ def sample_cover(problem: Problem, cover: EmptyComponentCover, key, num_samples:
                                   jax.random.split(prior_key, num_samples))
 
     def build():
-        return jax.jit(draw).lower(key, cover.smaller.mixture).compile()
+        return compile_cache.compile_quickly(jax.jit(draw).lower(key, cover.smaller.mixture))
 
     program, _ = compile_cache.compiled_for(problem, signature, build)
     return program(key, cover.smaller.mixture)

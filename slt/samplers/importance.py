@@ -214,7 +214,8 @@ def vmapped_program(problem, kind: str, function, *arguments):
     shapes = tuple(jax.ShapeDtypeStruct(np.shape(a), a.dtype) for a in arguments)
     signature = (kind, *((s.shape, str(s.dtype)) for s in shapes))
     program, _ = compile_cache.compiled_for(
-        problem, signature, lambda: jax.jit(jax.vmap(function)).lower(*shapes).compile())
+        problem, signature,
+        lambda: compile_cache.compile_quickly(jax.jit(jax.vmap(function)).lower(*shapes)))
     return program
 
 
@@ -453,7 +454,7 @@ def _proposal_draws(problem, proposal: Proposal, num_samples: int):
                                 proposal._replace(mixture=mixture, cover=None), num_samples)
 
         key = jax.random.key(0)
-        return jax.jit(draw).lower(key, key, mixture).compile()
+        return compile_cache.compile_quickly(jax.jit(draw).lower(key, key, mixture))
 
     return compile_cache.compiled_for(problem, signature, build)[0]
 
@@ -506,7 +507,8 @@ def proposal_log_weights(problem: Problem, proposal: Proposal, points) -> np.nda
             return jnp.where(jnp.isnan(value), -jnp.inf, value)
 
         shape = jax.ShapeDtypeStruct((_BATCH, problem.dim), points.dtype)
-        return jax.jit(batch_weights).lower(shape, problem.data, mixture, smaller).compile()
+        return compile_cache.compile_quickly(
+            jax.jit(batch_weights).lower(shape, problem.data, mixture, smaller))
 
     program, _ = compile_cache.compiled_for(problem, signature, build)
     points = np.asarray(points)  # batches cut and padded on the host, not op by op in JAX

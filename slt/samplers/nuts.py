@@ -227,7 +227,7 @@ def _map_draws(kind: str, problem: Problem, flat_draws, batch_size: int) -> jax.
 
     program, _ = compile_cache.compiled_for(
         problem, ("map draws", kind, rows.shape, rows.dtype, batch),
-        lambda: jax.jit(over_rows).lower(rows, problem.data).compile(),
+        lambda: compile_cache.compile_quickly(jax.jit(over_rows).lower(rows, problem.data)),
     )
     values = program(rows, problem.data)
     return values.reshape(*flat_draws.shape[:-1], *values.shape[1:])
@@ -297,10 +297,10 @@ def _compile(config: _Config, num_chains: int, chunk_length: int):
     betas = jax.ShapeDtypeStruct((num_chains,), problem.dtype)
     data = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), problem.data)
     init_chains = _over_chains(init_chain, num_chains, in_axes=(0, 0, 0, None))
-    init = jax.jit(init_chains).lower(keys, starts, betas, data).compile()
+    init = compile_cache.compile_quickly(jax.jit(init_chains).lower(keys, starts, betas, data))
     state = jax.eval_shape(init_chains, keys, starts, betas, data)
-    run_chunk = jax.jit(_over_chains(run_chain, num_chains, in_axes=(0, 0, None))).lower(
-        state, betas, data).compile()
+    run_chunk = compile_cache.compile_quickly(jax.jit(
+        _over_chains(run_chain, num_chains, in_axes=(0, 0, None))).lower(state, betas, data))
     return init, run_chunk, time.perf_counter() - start
 
 
