@@ -5,10 +5,11 @@ Under `jax_threefry_partitionable` (JAX's default) the bits of a draw of shape (
 the Threefry cipher of each element's flat index, as they are under the older setting, so a
 flat draw of a·b·... values reshaped to (a, b, ...) is bitwise the same array (a test checks
 it for `normal`, `uniform` and `categorical` under both settings). XLA's CPU compiler takes
-about 0.6 s for a program holding the multi-dimensional form and about 0.2 s for the flat one
-(jax 0.10, whatever the sizes: benchmarks/RESULTS.md, "Random draws drawn flat"), a cost that
-every program of slt drawing a matrix of noise paid once per shape: the proposal draws of the
-free energy's importance sampling, the chains' starting offsets, the models' simulated data.
+0.2–0.6 s for a program holding the multi-dimensional form (the more rows, the longer) and
+0.16–0.18 s for the flat one (jax 0.10: benchmarks/RESULTS.md, "Random draws drawn flat"), a
+cost that every program of slt drawing a matrix of noise paid once per shape: the proposal
+draws of the free energy's importance sampling, the chains' starting offsets, the models'
+simulated data.
 
 A draw under `vmap` over keys is batched into a multi-dimensional one whatever its own shape;
 these functions do not change that.
