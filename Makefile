@@ -32,7 +32,7 @@ demo: $(STAMP)
 	$(VENV)/bin/slt demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n 3 --dist loadscope  # a module stays on one worker (compiles once); 3 workers on 2 cores fill the gaps of compiling and waiting (2 workers: longer). Clean clone, empty compilation cache, this project's 2-core machine: 584-624 s for 1,295 tests on 2026-11-29, 470 s on a faster one the same evening (581 s beside other work) (benchmarks/RESULTS.md has the history); the notebooks' executions are in test-notebooks
+	$(PY) -m pytest -q -n 3 --dist loadscope  # a module stays on one worker (compiles once); 3 workers on 2 cores fill the gaps of compiling and waiting (2 workers: longer). Clean clone, empty compilation cache, this project's 2-core machine: 584-624 s for 1,295 tests on 2026-11-29, 470 s on a faster one the same evening (581 s beside other work), 460-481 s for 1,309-1,312 tests on that one in the twentieth session (benchmarks/RESULTS.md has the history); the notebooks' executions are in test-notebooks
 
 # Every notebook executed top to bottom at its test sizes (tests/test_notebooks.py), two at a
 # time: about 190 s of CPU, most of it compiling, which make test's 10 minutes do not hold;
