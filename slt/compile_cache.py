@@ -27,7 +27,8 @@ Measured cold and warm in benchmarks/RESULTS.md ("Evidence in a minute").
 **How quickly** (`compile_quickly`): on a CPU the programs of the MAP fit and of the evidence
 path (NUTS, the importance weights and draws) are compiled with `QUICK_COMPILE`, LLVM at
 optimisation level 1 without its expensive passes: in a comparison they compile for longer
-than they run, and their code runs as fast (measured beside `QUICK_COMPILE`).
+than they run, and their code runs as fast (the measurements are in the comment at
+`QUICK_COMPILE`).
 """
 
 from __future__ import annotations
