@@ -44,11 +44,14 @@ __all__ = ["MAX_PER_PROBLEM", "QUICK_COMPILE", "compiled_for", "compile_count", 
 
 # The environment variable that names slt's cache directory, or turns it off ("off", "0").
 CACHE_ENVIRONMENT = "SLT_COMPILATION_CACHE"
-# Programs that compile faster than this are not written to the persistent cache: reading a
-# file costs about as much as compiling a tiny program. JAX's own default is 1 s, which leaves
-# out most of slt's per-model programs on a fast machine (a fit or a NUTS chunk of a small
-# model compiles in 0.3-1 s and a comparison has dozens).
-MIN_COMPILE_SECONDS = 0.2
+# Programs that compile faster than this are not written to the persistent cache. JAX's own
+# default is 1 s, which leaves out most of slt's per-model programs (a fit or a NUTS chunk of a
+# small model compiles in 0.3-1 s) and every small one (an eager reshape, a key split: 0.01-0.3 s
+# each, about 170 in a comparison). Cached, all of them load for less than they compile: a warm
+# `compare` of Old Faithful K = 1...4 spent 8.5 s compiling and 2.4 s loading with a 0.2 s
+# minimum, 3.0 s and 2.8 s with none (benchmarks/RESULTS.md, "Every program cached"); the cache
+# grew 3.7 -> 4.6 MB.
+MIN_COMPILE_SECONDS = 0.0
 _JAX_DEFAULT_MIN_COMPILE_SECONDS = 1.0
 
 # XLA options for the MAP fit's and the evidence path's programs on a CPU (`compile_quickly`):

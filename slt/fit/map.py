@@ -247,11 +247,9 @@ def fit_map(
     if init is not None:
         require_params(problem, init, "init")
 
-    starts = jax.vmap(lambda k: problem.ravel(problem.init(k, init_radius)))(
-        jax.random.split(key, num_restarts)
-    )
+    starts = np.array(problem.random_starts(key, num_restarts, init_radius))
     if init is not None:
-        starts = starts.at[0].set(problem.ravel(init).astype(starts.dtype))
+        starts[0] = np.asarray(problem.ravel(init), starts.dtype)
     finals, logliks, log_priors, grad_norms = (
         np.array(a)
         for a in _restarts_program(problem, starts, prior, adam_steps, learning_rate,

@@ -53,6 +53,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import numpyro.distributions as dist
 from jax.flatten_util import ravel_pytree
 from jax.scipy.special import logsumexp
@@ -221,7 +222,7 @@ def reduced_draws_from(problem: Problem, structure: ComponentStructure, flat) ->
         empty = jnp.argmin(values[structure.weights])
         return _without_component(structure, values, empty)
 
-    flat = jnp.asarray(flat, problem.dtype)
+    flat = np.asarray(flat, problem.dtype)
     return vmapped_program(problem, "emptiest component removed", reduce, flat)(flat)
 
 
@@ -239,7 +240,9 @@ def reduced_draws_of(problem: Problem, structure: ComponentStructure, smaller: P
     def convert(u):
         return reduced.ravel(reduced.unconstrain(smaller.constrain(smaller.unravel(u))))
 
-    return jax.jit(jax.vmap(convert))(jnp.asarray(flat, smaller.dtype)).astype(problem.dtype)
+    flat = np.asarray(flat, smaller.dtype)
+    program = compile_cache.compile_quickly(jax.jit(jax.vmap(convert)).lower(flat))
+    return program(flat).astype(problem.dtype)
 
 
 def sample_cover(problem: Problem, cover: EmptyComponentCover, key, num_samples: int):

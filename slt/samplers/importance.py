@@ -223,7 +223,7 @@ def canonical_points(problem: Problem, points):
     """(M, dim) flat points, each in canonical label order (`points` as they are without
     exchangeable sites)."""
     _, canonical, _ = _label_maps(problem)
-    points = jnp.asarray(points, problem.dtype)
+    points = jnp.asarray(np.asarray(points, problem.dtype))  # converted on the host
     if canonical is None:
         return points
     return vmapped_program(problem, "canonical order", canonical, points)(points)

@@ -395,7 +395,6 @@ def sample_nuts(
         key = jax.random.wrap_key_data(key)
     init_key, chain_key = jax.random.split(key)
     starts = _starting_points(problem, init_key, num_chains, init, sampler.init_radius)
-    _check_starts(problem, starts, betas)
     total = num_warmup + num_samples
     chunk_length = min(sampler.chunk_size, total)
     # One group per temperature (vectorized: one program compiled for `sampler.num_chains`
@@ -410,13 +409,13 @@ def sample_nuts(
         checkpoint, "sample_nuts", **config._asdict(), betas=betas, num_samples=num_samples,
         chunk_length=chunk_length, key=chain_key, starts=starts, group=group,
     )
-    chain_betas = jnp.asarray(betas, problem.dtype)
+    chain_betas = np.asarray(betas, problem.dtype)
     chain_keys = jax.random.split(chain_key, num_chains)
     groups = [slice(start, start + group) for start in range(0, num_chains, group)]
-    resumed = store.resume(tuple(
-        init_fn(chain_keys[chains], starts[chains], chain_betas[chains], problem.data)
-        for chains in groups
-    ))
+    initial = tuple(init_fn(chain_keys[chains], starts[chains], chain_betas[chains], problem.data)
+                    for chains in groups)
+    _check_starts(initial)
+    resumed = store.resume(initial)
 
     group_betas = [chain_betas[chains] for chains in groups]
 
@@ -457,13 +456,13 @@ def sample_nuts(
     )
 
 
-def _check_starts(problem: Problem, starts, betas) -> None:
+def _check_starts(initial_states) -> None:
     """A ValueError naming the chains whose tempered log density is not finite at their
-    starting point."""
-    potentials = jax.vmap(lambda flat, b: tempered_potential(problem, b)(flat))(
-        starts, jnp.asarray(betas, problem.dtype)
-    )
-    bad = ~np.isfinite(np.asarray(potentials))
+    starting point (read from the chains' initial states, which hold the potential there:
+    NUTS's initialisation ends on such a start, with an infinite potential)."""
+    potentials = np.concatenate([np.asarray(state.potential_energy).reshape(-1)
+                                 for state in initial_states])
+    bad = ~np.isfinite(potentials)
     if bad.any():
         raise ValueError(
             f"the log density is not finite at the starting point of chain(s) "
@@ -480,12 +479,11 @@ def _per_chain(init, problem: Problem) -> bool:
 
 def _starting_points(problem: Problem, key, num_chains: int, init, init_radius: float):
     if _per_chain(init, problem):
-        return jnp.asarray(init, problem.dtype)
+        return np.asarray(init, problem.dtype)
     if init is not None:
-        flat = problem.ravel(init).astype(problem.dtype)
-        return jnp.broadcast_to(flat, (num_chains, problem.dim))
-    keys = jax.random.split(key, num_chains)
-    return jax.vmap(lambda k: problem.ravel(problem.init(k, init_radius)))(keys)
+        flat = np.asarray(problem.ravel(init), problem.dtype)
+        return np.broadcast_to(flat, (num_chains, problem.dim))
+    return np.asarray(problem.random_starts(key, num_chains, init_radius))
 
 
 def _validate(problem, betas):

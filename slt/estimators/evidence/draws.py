@@ -453,7 +453,7 @@ def draws_free_energy(
     if half < 1:
         raise InputError("the draws must have at least 2 draws per chain (split in halves)")
     halves = (positions[:, :half], positions[:, half:2 * half])
-    points = [jnp.asarray(h.reshape(-1, problem.dim), problem.dtype) for h in halves]
+    points = [jnp.asarray(np.asarray(h, problem.dtype).reshape(-1, problem.dim)) for h in halves]
     num_components = options.num_components or default_components(points[0].shape[0],
                                                                   problem.dim)
     minimum = max(2 * num_components, problem.dim + 1)
@@ -547,7 +547,8 @@ def _with_more_draws(problem, options: FromDraws, side: _Side) -> _Side:
 
 def _optimum_gaps(problem, proposal, optima, run: ImportanceRun) -> np.ndarray:
     """log p~(w*) - log q(w*) - log Z at each optimum (module doc, "optima")."""
-    at_optima = proposal_log_weights(problem, proposal, jnp.asarray(optima, problem.dtype))
+    optima = jnp.asarray(np.asarray(optima, problem.dtype))  # converted on the host
+    at_optima = proposal_log_weights(problem, proposal, optima)
     return np.asarray(at_optima, np.float64) - run.log_evidence
 
 

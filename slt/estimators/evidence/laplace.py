@@ -34,6 +34,7 @@ import pandas as pd
 import xarray as xr
 from jax.flatten_util import ravel_pytree
 
+from slt import compile_cache
 from slt.fit import FitResult
 from slt.problem import Problem, require_problem
 from slt.results import Persistable
@@ -204,7 +205,9 @@ def laplace(problem: Problem, fit: FitResult, *, num_modes: int = 1) -> LaplaceR
 def _derivatives(problem: Problem, params):
     """l(û), ∇l(û), -∇² log-likelihood and -∇² log prior at `params`, all float64 numpy."""
     with jax.enable_x64(True):
-        params64 = jax.tree_util.tree_map(lambda leaf: jnp.asarray(leaf, jnp.float64), params)
+        # converted on the host: no program compiled for a conversion
+        params64 = jax.tree_util.tree_map(
+            lambda leaf: jnp.asarray(np.asarray(leaf, np.float64)), params)
         flat, unravel = ravel_pytree(params64)
 
         def loglik(x):
@@ -213,12 +216,12 @@ def _derivatives(problem: Problem, params):
         def log_prior(x):
             return problem.log_prior(unravel(x))
 
-        @jax.jit
         def evaluate(x):
             value, gradient = jax.value_and_grad(lambda z: loglik(z) + log_prior(z))(x)
             return value, gradient, -jax.hessian(loglik)(x), -jax.hessian(log_prior)(x)
 
-        return tuple(np.asarray(a, dtype=np.float64) for a in evaluate(flat))
+        program = compile_cache.compile_quickly(jax.jit(evaluate).lower(flat))
+        return tuple(np.asarray(a, dtype=np.float64) for a in program(flat))
 
 
 def _diagnose(dim, rank, data_rank, eigenvalues, newton_decrement, n) -> list[str]:
