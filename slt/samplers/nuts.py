@@ -286,6 +286,9 @@ def _compile(config: _Config, num_chains: int, chunk_length: int):
                 state.num_steps,
                 state.accept_prob,
                 state.adapt_state.step_size,
+                # n L_n at the draw: one likelihood beside the step's dozens of gradients,
+                # where a separate program over the draws compiled and ran once more
+                -jnp.sum(problem.loglik(problem.unravel(state.z), data)),
             )
             return state, record
 
@@ -439,10 +442,10 @@ def sample_nuts(
                     show=progress),
         num_units=num_chunks,
     )
-    positions, diverging, num_steps, accept_prob, step_size = (
+    positions, diverging, num_steps, accept_prob, step_size, nll = (
         record[:, num_warmup:total] for record in join_records(chunks)
     )
-    nll = np.asarray(nll_of_draws(problem, jnp.asarray(positions)), dtype=np.float64)
+    nll = np.asarray(nll, dtype=np.float64)
     return NUTSDraws(
         positions=positions,
         nll=nll,
