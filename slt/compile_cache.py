@@ -28,7 +28,9 @@ Measured cold and warm in benchmarks/RESULTS.md ("Evidence in a minute").
 path (NUTS, the importance weights and draws) are compiled with `QUICK_COMPILE`, LLVM at
 optimisation level 1 without its expensive passes: in a comparison they compile for longer
 than they run, and their code runs as fast (the measurements are in the comment at
-`QUICK_COMPILE`).
+`QUICK_COMPILE`). Programs that run once or a few times (Laplace's Hessian, a problem's
+initial-point check, NUTS's initialisation, the proposals' draws) are compiled with
+`BRIEF_COMPILE`, XLA's older CPU fusion emitters too, which compile faster and run slower.
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ import weakref
 from collections.abc import Callable, Hashable
 from typing import Any
 
-__all__ = ["MAX_PER_PROBLEM", "QUICK_COMPILE", "compiled_for", "compile_count", "compile_quickly",
-           "enable_persistent_cache"]
+__all__ = ["BRIEF_COMPILE", "MAX_PER_PROBLEM", "QUICK_COMPILE", "compiled_for", "compile_count",
+           "compile_quickly", "enable_persistent_cache"]
 
 # The environment variable that names slt's cache directory, or turns it off ("off", "0").
 CACHE_ENVIRONMENT = "SLT_COMPILATION_CACHE"
@@ -62,7 +64,14 @@ _JAX_DEFAULT_MIN_COMPILE_SECONDS = 1.0
 # (`fit_map` of a 4-32-1 network at n = 20 000: 65-67 s against 70-80 s); benchmarks/RESULTS.md,
 # "Random draws drawn flat". The local chains keep XLA's defaults.
 QUICK_COMPILE = {"xla_backend_optimization_level": 1, "xla_llvm_disable_expensive_passes": True}
+# For a program that runs briefly (once or a few times: a Hessian, a check, a batch of draws),
+# XLA's older CPU fusion emitters too: they compile about a third faster and emit slower code.
+# Measured on `compare` of Old Faithful K = 1...4 with them on every quickly compiled program:
+# XLA's compile of the Laplace Hessians 4.0 -> 2.2 s, of the MAP fits 7.8 -> 5.0 s, but NUTS's
+# chains ran twice as long (10.7 -> 22.8 s, warm), hence only for the brief ones.
+BRIEF_COMPILE = QUICK_COMPILE | {"xla_cpu_use_fusion_emitters": False}
 
+_BRIEF_ACCEPTED = [True]  # whether this XLA took BRIEF_COMPILE (False after it refused)
 MAX_PER_PROBLEM = 16
 _PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _COMPILATIONS = collections.Counter()
@@ -88,13 +97,21 @@ def compiled_for(problem, signature: tuple, build: Callable[[], Any]) -> tuple[A
     return program, False
 
 
-def compile_quickly(lowered) -> Any:
-    """`lowered.compile()` (a `jax.stages.Lowered`) with `QUICK_COMPILE` on a CPU; XLA's
-    defaults on an accelerator, whose code generation these options would slow."""
+def compile_quickly(lowered, *, brief: bool = False) -> Any:
+    """`lowered.compile()` (a `jax.stages.Lowered`) with `QUICK_COMPILE` on a CPU, or
+    `BRIEF_COMPILE` for a program that runs briefly (`brief=True`; where this XLA lacks the
+    older emitters' option, `QUICK_COMPILE`); XLA's defaults on an accelerator, whose code
+    generation these options would slow."""
     import jax
 
-    quick = jax.default_backend() == "cpu"
-    return lowered.compile(compiler_options=QUICK_COMPILE if quick else None)
+    if jax.default_backend() != "cpu":
+        return lowered.compile()
+    if brief and _BRIEF_ACCEPTED[0]:
+        try:
+            return lowered.compile(compiler_options=BRIEF_COMPILE)
+        except Exception:  # noqa: BLE001 - an XLA without the option: never ask again
+            _BRIEF_ACCEPTED[0] = False
+    return lowered.compile(compiler_options=QUICK_COMPILE)
 
 
 def compile_count(kind: Hashable) -> int:

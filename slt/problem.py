@@ -571,7 +571,7 @@ class Problem:
 
         program, _ = compile_cache.compiled_for(
             self, ("random starts", key.shape, key.dtype, num, radius),
-            lambda: compile_cache.compile_quickly(jax.jit(draw).lower(key)))
+            lambda: compile_cache.compile_quickly(jax.jit(draw).lower(key), brief=True))
         return _at_least_float32(program(key))
 
     def ravel(self, params: Params) -> jax.Array:
@@ -740,7 +740,8 @@ class Problem:
             return jnp.all(jnp.stack(checks))
 
         try:
-            program = compile_cache.compile_quickly(jax.jit(finite).lower(key, self.data))
+            program = compile_cache.compile_quickly(jax.jit(finite).lower(key, self.data),
+                                                     brief=True)
             return bool(program(key, self.data))
         except Exception:  # noqa: BLE001 - the eager checks raise the error that names it
             return False

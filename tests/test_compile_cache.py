@@ -137,3 +137,20 @@ def test_the_persistent_cache_keeps_a_users_setting_and_can_be_turned_off(monkey
         assert (tmp_path / "slt").is_dir()
     finally:
         jax.config.update("jax_compilation_cache_dir", before)
+
+
+def test_a_brief_program_compiles_with_the_older_emitters_or_falls_back(monkeypatch):
+    """`compile_quickly(brief=True)` gives the program's values; an XLA that refuses the brief
+    options (here a made-up one) is asked once, then every brief program compiles quickly."""
+    lowered = jax.jit(lambda x: jnp.sin(x) @ x.T).lower(jnp.ones((3, 3)))
+    expected = np.sin(np.ones((3, 3))) @ np.ones((3, 3))
+    np.testing.assert_allclose(compile_cache.compile_quickly(lowered, brief=True)(
+        jnp.ones((3, 3))), expected, rtol=1e-6)
+    if jax.default_backend() != "cpu":
+        return
+    monkeypatch.setattr(compile_cache, "_BRIEF_ACCEPTED", [True])
+    monkeypatch.setattr(compile_cache, "BRIEF_COMPILE",
+                        compile_cache.QUICK_COMPILE | {"xla_no_such_option_anywhere": True})
+    program = compile_cache.compile_quickly(lowered, brief=True)
+    np.testing.assert_allclose(program(jnp.ones((3, 3))), expected, rtol=1e-6)
+    assert compile_cache._BRIEF_ACCEPTED == [False]

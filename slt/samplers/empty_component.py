@@ -241,7 +241,7 @@ def reduced_draws_of(problem: Problem, structure: ComponentStructure, smaller: P
         return reduced.ravel(reduced.unconstrain(smaller.constrain(smaller.unravel(u))))
 
     flat = np.asarray(flat, smaller.dtype)
-    program = compile_cache.compile_quickly(jax.jit(jax.vmap(convert)).lower(flat))
+    program = compile_cache.compile_quickly(jax.jit(jax.vmap(convert)).lower(flat), brief=True)
     return program(flat).astype(problem.dtype)
 
 
@@ -275,7 +275,8 @@ def sample_cover(problem: Problem, cover: EmptyComponentCover, key, num_samples:
                                   jax.random.split(prior_key, num_samples))
 
     def build():
-        return compile_cache.compile_quickly(jax.jit(draw).lower(key, cover.smaller.mixture))
+        return compile_cache.compile_quickly(jax.jit(draw).lower(key, cover.smaller.mixture),
+                                             brief=True)
 
     program, _ = compile_cache.compiled_for(problem, signature, build)
     return program(key, cover.smaller.mixture)

@@ -300,7 +300,8 @@ def _compile(config: _Config, num_chains: int, chunk_length: int):
     betas = jax.ShapeDtypeStruct((num_chains,), problem.dtype)
     data = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), problem.data)
     init_chains = _over_chains(init_chain, num_chains, in_axes=(0, 0, 0, None))
-    init = compile_cache.compile_quickly(jax.jit(init_chains).lower(keys, starts, betas, data))
+    init = compile_cache.compile_quickly(jax.jit(init_chains).lower(keys, starts, betas, data),
+                                        brief=True)
     state = jax.eval_shape(init_chains, keys, starts, betas, data)
     run_chunk = compile_cache.compile_quickly(jax.jit(
         _over_chains(run_chain, num_chains, in_axes=(0, 0, None))).lower(state, betas, data))

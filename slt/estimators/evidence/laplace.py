@@ -220,7 +220,7 @@ def _derivatives(problem: Problem, params):
             value, gradient = jax.value_and_grad(lambda z: loglik(z) + log_prior(z))(x)
             return value, gradient, -jax.hessian(loglik)(x), -jax.hessian(log_prior)(x)
 
-        program = compile_cache.compile_quickly(jax.jit(evaluate).lower(flat))
+        program = compile_cache.compile_quickly(jax.jit(evaluate).lower(flat), brief=True)
         return tuple(np.asarray(a, dtype=np.float64) for a in program(flat))
 
 
