@@ -412,6 +412,7 @@ def sample_nuts(
     store = Checkpoint(
         checkpoint, "sample_nuts", **config._asdict(), betas=betas, num_samples=num_samples,
         chunk_length=chunk_length, key=chain_key, starts=starts, group=group,
+        records=", ".join(_RECORDS),  # a checkpoint of an older record is refused by name
     )
     chain_betas = np.asarray(betas, problem.dtype)
     chain_keys = jax.random.split(chain_key, num_chains)
@@ -458,6 +459,10 @@ def sample_nuts(
         compile_time=compile_time,
         run_time=run_time,
     )
+
+
+# What each chunk records per chain and step (the order of `run_chain`'s record).
+_RECORDS = ("position", "diverging", "num_steps", "accept_prob", "step_size", "nll")
 
 
 def _check_starts(initial_states) -> None:
