@@ -89,7 +89,9 @@ def compare_once(methods=DEFAULT_COLUMNS) -> dict:
             "checks": result.table.get("free_energy_checks", {}).to_dict()
             if "free_energy_checks" in result.table else {},
             "timings": result.timings.round(2).to_dict(orient="index"),
-            "choices": result.choices, "cache": jax.config.jax_compilation_cache_dir}
+            "choices": result.choices, "cache": jax.config.jax_compilation_cache_dir,
+            "traced_store": {what: slt.compile_cache.stored_program_count(what)
+                             for what in ("loaded", "stored", "unkeyed")}}
 
 
 def compare_cold_warm(methods=DEFAULT_COLUMNS) -> list[dict]:

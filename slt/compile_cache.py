@@ -24,6 +24,18 @@ time other than JAX's default; `SLT_COMPILATION_CACHE=off` leaves the cache off.
 is JAX's, per process: it applies to the user's own JAX programs in that process too.
 Measured cold and warm in benchmarks/RESULTS.md ("Evidence in a minute").
 
+**Traced once** (`program_for`): JAX keys its cache by the lowered program, so a second
+process still traces and lowers every program before it can load it (a warm `compare` of Old
+Faithful K = 1...4: about 9 s of its 29). With the cache on, the programs that `program_for`
+builds (the MAP fit, Laplace's derivatives, NUTS, the importance-sampling path) are also kept
+traced, as serialized `jax.export.Exported` modules in the cache's `slt-traced/` folder,
+keyed by a digest of what they compute (`slt.fingerprint`: the function's code and closure,
+the problem's model, settings and data, the arguments' shapes, the library versions and
+slt's own sources). A problem whose model's meaning cannot be read off it (a class of the
+user's; a problem built from a loss) is traced as usual. The key names slt's functions by
+module and name: slt's code patched at run time (a test's monkeypatch of a traced function)
+is not seen, so such a test turns the cache off.
+
 **How quickly** (`compile_quickly`): on a CPU the programs of the MAP fit and of the evidence
 path (NUTS, the importance weights and draws) are compiled with `QUICK_COMPILE`, LLVM at
 optimisation level 1 without its expensive passes: in a comparison they compile for longer
@@ -37,12 +49,13 @@ from __future__ import annotations
 
 import collections
 import os
+import pickle
 import weakref
 from collections.abc import Callable, Hashable
 from typing import Any
 
 __all__ = ["BRIEF_COMPILE", "MAX_PER_PROBLEM", "QUICK_COMPILE", "compiled_for", "compile_count",
-           "compile_quickly", "enable_persistent_cache"]
+           "compile_quickly", "enable_persistent_cache", "program_for", "stored_program_count"]
 
 # The environment variable that names slt's cache directory, or turns it off ("off", "0").
 CACHE_ENVIRONMENT = "SLT_COMPILATION_CACHE"
@@ -75,6 +88,10 @@ _BRIEF_ACCEPTED = [True]  # whether this XLA took BRIEF_COMPILE (False after it 
 MAX_PER_PROBLEM = 16
 _PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _COMPILATIONS = collections.Counter()
+# The traced programs' store, in the persistent cache's directory: one serialized
+# `jax.export.Exported` a file (about 25 kB), named by its key.
+TRACED_FOLDER = "slt-traced"
+_STORE_USE = collections.Counter()  # "loaded", "stored", "unkeyed" (`stored_program_count`)
 
 
 def compiled_for(problem, signature: tuple, build: Callable[[], Any]) -> tuple[Any, bool]:
@@ -95,6 +112,141 @@ def compiled_for(problem, signature: tuple, build: Callable[[], Any]) -> tuple[A
     while len(programs) > MAX_PER_PROBLEM:
         programs.popitem(last=False)
     return program, False
+
+
+def program_for(problem, signature: tuple, function: Callable, *args: Any,
+                compile: str = "quick", keep: bool = True, traced_from: Any = None) -> Any:
+    """`jax.jit(function)` compiled for `args`' shapes, kept per problem (`compiled_for`, whose
+    contract `signature` keeps) and, for a problem with a `fingerprint`, traced once across
+    processes: with the persistent cache on, the program JAX traced and lowered is stored as
+    a serialized `jax.export.Exported` in `<cache>/slt-traced/`, keyed by the digests of
+    `function` (its code and closure: the problem, the settings), `signature`, the arguments'
+    shapes and dtypes and `slt.fingerprint.environment()` (versions, slt's sources, JAX's
+    configuration); a later process loads it instead of tracing `function` again, and the
+    compiled program from JAX's cache. Where `function` has no digest (a model of the user's
+    whose meaning cannot be read, a problem built from a loss) or JAX cannot export it, it
+    is traced as usual.
+
+    `compile`: "quick" (`compile_quickly`), "brief" (`compile_quickly(brief=True)`) or
+    "default" (XLA's defaults). `keep=False` for a program run once (it is not kept in memory).
+    `traced_from`: what `function` is made from, digested in its place, for a function whose
+    closure another library's tracing changes (NumPyro's NUTS kernels configure theirs when
+    their initialisation is traced: a digest of them would differ between a process that
+    traced it and one that loaded it).
+    """
+    import jax
+
+    def build():
+        path = _stored_path(problem, signature,
+                            function if traced_from is None else traced_from, args)
+        if path is None:
+            _STORE_USE["unkeyed"] += 1
+            return _compiled(jax.jit(function).lower(*args), compile)
+        return _stored_program(path, function, args, compile)
+
+    return compiled_for(problem, signature, build)[0] if keep else build()
+
+
+def stored_program_count(what: str) -> int:
+    """How many programs this process "loaded" from the traced store, "stored" in it, or
+    traced "unkeyed" (no digest, the cache off, or a program JAX cannot export), for tests."""
+    return _STORE_USE[what]
+
+
+class _Unflattened:
+    """A compiled program of the arguments' leaves, called with (and returning) the pytrees:
+    the form in which programs are stored (`jax.export` serializes lists of arrays; a NamedTuple
+    state would need registering). `out_info`: the outputs' shapes and dtypes, as a pytree."""
+
+    def __init__(self, compiled, out_tree):
+        self._compiled, self._out_tree = compiled, out_tree
+
+    def __call__(self, *args):
+        import jax
+
+        return jax.tree_util.tree_unflatten(
+            self._out_tree, self._compiled(*jax.tree_util.tree_leaves(args)))
+
+    @property
+    def out_info(self):
+        import jax
+
+        return jax.tree_util.tree_unflatten(self._out_tree, self._compiled.out_info)
+
+
+def _compiled(lowered, compile: str):
+    if compile == "default":
+        return lowered.compile()
+    return compile_quickly(lowered, brief=compile == "brief")
+
+
+def _stored_program(path: str, function: Callable, args: tuple, compile: str) -> _Unflattened:
+    """The program from the traced store's file `path`, or traced, exported and stored there."""
+    import jax
+
+    leaves, in_tree = jax.tree_util.tree_flatten(args)
+    try:
+        with open(path, "rb") as stored:
+            out_tree, serialized = pickle.load(stored)
+        exported = jax.export.deserialize(bytearray(serialized))
+        program = _Unflattened(_compiled(jax.jit(exported.call).lower(*leaves), compile),
+                               out_tree)
+        _STORE_USE["loaded"] += 1
+        return program
+    except Exception:  # noqa: BLE001 - absent, unreadable or from another JAX: trace it
+        pass
+    out_trees = []
+
+    def of_leaves(*leaves):
+        out, out_tree = jax.tree_util.tree_flatten(
+            function(*jax.tree_util.tree_unflatten(in_tree, leaves)))
+        out_trees.append(out_tree)
+        return out
+
+    try:
+        serialized = jax.export.export(jax.jit(of_leaves))(*leaves).serialize()
+    except Exception:  # noqa: BLE001 - a program JAX cannot export (a host callback)
+        _STORE_USE["unkeyed"] += 1
+        return _compiled(jax.jit(function).lower(*args), compile)
+    stored = pickle.dumps((out_trees[0], serialized))
+    partial = f"{path}.{os.getpid()}.part"
+    try:
+        with open(partial, "wb") as file:
+            file.write(stored)
+        os.replace(partial, path)  # whole or not at all, for processes side by side
+        _STORE_USE["stored"] += 1
+    except OSError:
+        pass  # a full or read-only disk: the program is still right
+    # called as loaded: the exported object holds the traced function (and the problem's
+    # arrays through it), and JAX keeps what it calls in a cache
+    exported = jax.export.deserialize(bytearray(serialized))
+    return _Unflattened(_compiled(jax.jit(exported.call).lower(*leaves), compile), out_trees[0])
+
+
+def _stored_path(problem, signature, source, args) -> str | None:
+    """The file of this program in the traced store, or None (no store, no digest); `source`,
+    the function or what it is made from."""
+    import jax
+
+    from slt import fingerprint
+
+    directory = jax.config.jax_compilation_cache_dir
+    if not directory or "://" in directory or getattr(problem, "fingerprint", None) is None:
+        return None
+    shapes = [str(jax.typeof(leaf)) for leaf in jax.tree_util.tree_leaves(args)]
+    settings = fingerprint.digest(signature) or repr(signature)
+    key = fingerprint.digest((fingerprint.environment(), source, settings,
+                              str(jax.tree_util.tree_structure(args)), shapes))
+    if " at 0x" in settings:  # an object named by its address: the key of one process only
+        return None
+    if key is None:
+        return None
+    folder = os.path.join(directory, TRACED_FOLDER)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:
+        return None
+    return os.path.join(folder, key)
 
 
 def compile_quickly(lowered, *, brief: bool = False) -> Any:

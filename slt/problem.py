@@ -36,6 +36,7 @@ from numpyro.distributions.distribution import validation_enabled
 from slt import compile_cache
 from slt import tokens as token_problems
 from slt.chunks import default_chunk_size, per_example_in_chunks
+from slt.fingerprint import digest
 from slt.modules import FixedLeaves, held_fixed, sampled_part, whole
 from slt.precision import at_full_precision
 from slt.prediction import LIKELIHOODS, Prediction, leaf_names
@@ -174,6 +175,9 @@ class Problem:
         self.exchangeable = _exchangeable_sites(exchangeable, prior_trace, latent)
         self._example_plates = {name: _example_plate(prior_trace[name], n) for name in observed}
         self._set_chunk_size(chunk_size, template)
+        self._fingerprint = None
+        self._fingerprinted = ("Problem", model, model_kwargs, self.exchangeable,
+                               self.chunk_size, self.data, self._template)
         self._check_initial_point()
 
     # ------------------------------------------------------------------ construction helpers
@@ -289,6 +293,7 @@ class Problem:
         self.site_names = leaf_names(sampled)
         self.observed_site_names = ()
         self.exchangeable = ()
+        self._fingerprint = self._fingerprinted = None  # a loss's closures are not read
         params = self.reference_params
         returned = call_naming_shapes(lambda: jax.eval_shape(self._nll_fn, promoted, arrays),
                                       "nll_fn(params, data)", arrays)
@@ -449,6 +454,18 @@ class Problem:
     # ------------------------------------------------------------------ public functions
 
     @property
+    def fingerprint(self) -> str | None:
+        """A digest of what this problem computes (`slt.fingerprint`: its model's code and
+        closure, its settings, its data), the same in another process for the same model and
+        data; None where the model's meaning cannot be read off it (a class of the user's, a
+        problem built from a loss). Keys the programs slt keeps on disk
+        (`slt.compile_cache.program_for`). Computed on first use (the data are read once)."""
+        if self._fingerprint is None and self._fingerprinted is not None:
+            self._fingerprint = digest(self._fingerprinted)
+            self._fingerprinted = None
+        return self._fingerprint
+
+    @property
     def has_prior(self) -> bool:
         """Whether the problem has a proper prior (always, for a NumPyro model)."""
         return self.model is not None or self._log_prior_fn is not None
@@ -569,9 +586,9 @@ class Problem:
             keys = jax.random.split(key, num)
             return jax.vmap(lambda k: jax.random.uniform(k, (dim,), dtype, -radius, radius))(keys)
 
-        program, _ = compile_cache.compiled_for(
-            self, ("random starts", key.shape, key.dtype, num, radius),
-            lambda: compile_cache.compile_quickly(jax.jit(draw).lower(key), brief=True))
+        program = compile_cache.program_for(
+            self, ("random starts", key.shape, key.dtype, num, radius), draw, key,
+            compile="brief")
         return _at_least_float32(program(key))
 
     def ravel(self, params: Params) -> jax.Array:
@@ -740,8 +757,9 @@ class Problem:
             return jnp.all(jnp.stack(checks))
 
         try:
-            program = compile_cache.compile_quickly(jax.jit(finite).lower(key, self.data),
-                                                     brief=True)
+            program = compile_cache.program_for(self, ("initial point check", key.dtype),
+                                                 finite, key, self.data, compile="brief",
+                                                 keep=False)
             return bool(program(key, self.data))
         except Exception:  # noqa: BLE001 - the eager checks raise the error that names it
             return False

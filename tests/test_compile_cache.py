@@ -154,3 +154,55 @@ def test_a_brief_program_compiles_with_the_older_emitters_or_falls_back(monkeypa
     program = compile_cache.compile_quickly(lowered, brief=True)
     np.testing.assert_allclose(program(jnp.ones((3, 3))), expected, rtol=1e-6)
     assert compile_cache._BRIEF_ACCEPTED == [False]
+
+
+_TRACED_STORE_SCRIPT = """
+import json, sys, warnings
+import jax, numpy as np
+jax.config.update("jax_enable_x64", True)
+import slt
+from slt import compile_cache
+from slt.samplers.nuts import NUTS, sample_nuts
+
+warnings.simplefilter("ignore")
+spec = slt.models.gaussian_mixture(2, mean_prior_scale=float(sys.argv[1]))
+y = np.concatenate([np.linspace(-3.0, -1.0, 30), np.linspace(1.0, 3.0, 30)])
+problem = spec.problem({"y": y})
+fit = slt.fit_map(problem, jax.random.key(0), slt.MAPFit(num_restarts=4))
+laplace = slt.laplace(problem, fit)
+draws = sample_nuts(problem, jax.random.key(1), [1.0],
+                    NUTS(num_chains=2, num_warmup=20, num_samples=20), progress=False)
+print(json.dumps({
+    "values": [float(np.sum(fit.restart_objectives)), float(laplace.free_energy),
+               float(np.sum(draws.nll))],
+    "store": {what: compile_cache.stored_program_count(what)
+              for what in ("loaded", "stored", "unkeyed")}}))
+"""
+
+
+@pytest.mark.heavy  # three fresh processes: about 30 s
+def test_a_program_traced_in_one_process_is_loaded_by_the_next(tmp_path):
+    """`program_for`'s store: the MAP fit, Laplace's derivatives and NUTS traced and stored by
+    one process are loaded by the next (nothing traced again), which computes the same
+    numbers; a problem whose prior differs stores programs of its own."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    environment = os.environ | {"JAX_COMPILATION_CACHE_DIR": str(tmp_path)}
+
+    def run(scale):
+        out = subprocess.run([sys.executable, "-c", _TRACED_STORE_SCRIPT, str(scale)],
+                             env=environment, capture_output=True, text=True, check=True)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    first, second, other = run(10.0), run(10.0), run(5.0)
+    assert first["store"]["stored"] >= 5 and first["store"]["unkeyed"] == 0
+    assert first["store"]["loaded"] == 0
+    assert second["store"] == {"loaded": first["store"]["stored"], "stored": 0, "unkeyed": 0}
+    assert second["values"] == first["values"]  # the same programs: bit for bit
+    assert other["store"]["stored"] >= 3  # the fit, Laplace, NUTS of another prior
+    assert other["values"] != first["values"]
+    assert len(list((tmp_path / compile_cache.TRACED_FOLDER).iterdir())) == (
+        first["store"]["stored"] + other["store"]["stored"])

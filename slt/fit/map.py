@@ -283,7 +283,7 @@ def fit_map(
 def _restarts_program(problem, starts, *settings):
     """(starts (restart, dim), data) -> (final points, log-likelihoods, log priors, gradient
     norms of the total objective), the fit compiled once per problem, shape and settings
-    (`_compile_restarts`, `slt.compile_cache`).
+    (`_restarts_function`, `slt.compile_cache.program_for`).
 
     On a CPU the program fits one restart and is called once per restart, the calls side by
     side, one thread per core (`slt.threads.side_by_side`); on an accelerator it fits every
@@ -295,10 +295,9 @@ def _restarts_program(problem, starts, *settings):
     one_at_a_time = jax.default_backend() == "cpu"
     shape = starts.shape[1:] if one_at_a_time else starts.shape
     signature = ("fit restarts", shape, starts.dtype, settings)
-    program, _ = compile_cache.compiled_for(
-        problem, signature,
-        lambda: _compile_restarts(problem, starts[0] if one_at_a_time else starts, *settings),
-    )
+    program = compile_cache.program_for(
+        problem, signature, _restarts_function(problem, len(shape), *settings),
+        jax.ShapeDtypeStruct(shape, starts.dtype), problem.data)
     if not one_at_a_time:
         return program
 
@@ -309,10 +308,10 @@ def _restarts_program(problem, starts, *settings):
     return restart_by_restart
 
 
-def _compile_restarts(problem, starts, prior, adam_steps, learning_rate, lbfgs_steps, grad_tol):
-    """Compiled: (starts, data) -> (final points, log-likelihoods, log priors, gradient norms of
-    the total objective), for one starting point (dim,) or a batch of them (restart, dim),
-    vmapped. The data are an argument, not constants."""
+def _restarts_function(problem, rank, prior, adam_steps, learning_rate, lbfgs_steps, grad_tol):
+    """(starts, data) -> (final points, log-likelihoods, log priors, gradient norms of the total
+    objective), for one starting point (rank 1: (dim,)) or a batch of them (rank 2:
+    (restart, dim)), vmapped. The data are an argument, not constants."""
     def evaluate(flat, data):
         params = problem.unravel(flat)
         return jnp.sum(problem.loglik(params, data)), problem.log_prior(params)
@@ -331,8 +330,7 @@ def _compile_restarts(problem, starts, prior, adam_steps, learning_rate, lbfgs_s
         loglik, log_prior = evaluate(flat, data)
         return flat, loglik, log_prior, problem.n * jnp.linalg.norm(gradient)
 
-    program = jax.jit(fit_one if starts.ndim == 1 else jax.vmap(fit_one, in_axes=(0, None)))
-    return compile_cache.compile_quickly(program.lower(starts, problem.data))
+    return fit_one if rank == 1 else jax.vmap(fit_one, in_axes=(0, None))
 
 
 def _adam_then_lbfgs(objective, x0, adam_steps, learning_rate, lbfgs_steps, grad_tol):

@@ -60,6 +60,7 @@ from jax.scipy.special import logsumexp
 from numpyro.distributions import constraints
 
 from slt import compile_cache
+from slt.fingerprint import digest
 from slt.problem import Problem
 from slt.samplers.importance import (
     default_components,
@@ -84,9 +85,11 @@ class ReducedCoordinates:
     """The unconstrained coordinates of `problem`'s model with one component fewer: the same
     sites and constraining transforms, the exchangeable sites' leading axis K - 1. Offers what
     `importance.fit_proposal` reads of a problem (`dim`, `dtype`, `exchangeable`, `ravel`,
-    `unravel`, `constrain`, `unconstrain`, `constrained_shapes`, `transform`)."""
+    `unravel`, `constrain`, `unconstrain`, `constrained_shapes`, `transform`), and a
+    `fingerprint` as a Problem's (`slt.fingerprint`)."""
 
     def __init__(self, problem: Problem, weights: str, size: int):
+        self.fingerprint = digest(("reduced coordinates", problem, weights, size))
         self.exchangeable = problem.exchangeable
         self.dtype = problem.dtype
         self._transforms = {name: problem.transform(name) for name in problem.site_names}
@@ -241,7 +244,9 @@ def reduced_draws_of(problem: Problem, structure: ComponentStructure, smaller: P
         return reduced.ravel(reduced.unconstrain(smaller.constrain(smaller.unravel(u))))
 
     flat = np.asarray(flat, smaller.dtype)
-    program = compile_cache.compile_quickly(jax.jit(jax.vmap(convert)).lower(flat), brief=True)
+    program = compile_cache.program_for(
+        problem, ("reduced coordinates", flat.shape, flat.dtype), jax.vmap(convert), flat,
+        compile="brief", keep=False, traced_from=("vmap", convert))
     return program(flat).astype(problem.dtype)
 
 
@@ -265,20 +270,20 @@ def sample_cover(problem: Problem, cover: EmptyComponentCover, key, num_samples:
                 for name, value in rest.items()}
         return problem.ravel(problem.unconstrain(full)).astype(problem.dtype)
 
+    # the mixture is an argument: its values stay out of the program's closure
+    unfitted, concentration = cover.smaller._replace(mixture=None), cover.concentration
+
     def draw(key, mixture):
         smaller_key, eps_key, prior_key, label_key = jax.random.split(key, 4)
         reduced_draws = draws_of_q_G(*jax.random.split(smaller_key),
-                                     cover.smaller._replace(mixture=mixture), num_samples)
-        eps = _beta_one(eps_key, cover.concentration, num_samples, problem.dtype)
+                                     unfitted._replace(mixture=mixture), num_samples)
+        eps = _beta_one(eps_key, concentration, num_samples, problem.dtype)
         labels = jax.random.randint(label_key, (num_samples,), 0, structure.size)
         return jax.vmap(assemble)(reduced_draws, eps, labels,
                                   jax.random.split(prior_key, num_samples))
 
-    def build():
-        return compile_cache.compile_quickly(jax.jit(draw).lower(key, cover.smaller.mixture),
-                                             brief=True)
-
-    program, _ = compile_cache.compiled_for(problem, signature, build)
+    program = compile_cache.program_for(problem, signature, draw, key, cover.smaller.mixture,
+                                        compile="brief")
     return program(key, cover.smaller.mixture)
 
 

@@ -213,11 +213,8 @@ def vmapped_program(problem, kind: str, function, *arguments):
     briefly): `function`, a closure over the problem, is traced once, not at every call."""
     shapes = tuple(jax.ShapeDtypeStruct(np.shape(a), a.dtype) for a in arguments)
     signature = (kind, *((s.shape, str(s.dtype)) for s in shapes))
-    program, _ = compile_cache.compiled_for(
-        problem, signature,
-        lambda: compile_cache.compile_quickly(jax.jit(jax.vmap(function)).lower(*shapes),
-                                              brief=True))
-    return program
+    return compile_cache.program_for(problem, signature, jax.vmap(function), *shapes,
+                                     compile="brief", traced_from=("vmap", function))
 
 
 def canonical_points(problem: Problem, points):
@@ -422,10 +419,9 @@ def fit_proposal(problem: Problem, key, points, num_components: int,
                             num_iterations=num_iterations)
     # one program per problem, shape and settings, compiled quickly (the same numbers as
     # XLA's defaults give; the EM fit's compile 0.99 -> 0.76 s at K = 4's shapes)
-    program, _ = compile_cache.compiled_for(
+    program = compile_cache.program_for(
         problem, ("proposal fit", points.shape, str(points.dtype), num_components,
-                  num_iterations),
-        lambda: compile_cache.compile_quickly(jax.jit(fit).lower(key, points)))
+                  num_iterations), fit, key, points)
     return Proposal(program(key, points), permute, orders)
 
 
@@ -455,15 +451,14 @@ def _proposal_draws(problem, proposal: Proposal, num_samples: int):
     signature = ("proposal draws", num_samples, mixture.means.shape, proposal.orders.shape,
                  str(mixture.means.dtype))
 
-    def build():
-        def draw(draw_key, order_key, mixture):
-            return draws_of_q_G(draw_key, order_key,
-                                proposal._replace(mixture=mixture, cover=None), num_samples)
+    unfitted = proposal._replace(mixture=None, cover=None)  # the mixture is an argument
 
-        key = jax.random.key(0)
-        return compile_cache.compile_quickly(jax.jit(draw).lower(key, key, mixture), brief=True)
+    def draw(draw_key, order_key, mixture):
+        return draws_of_q_G(draw_key, order_key, unfitted._replace(mixture=mixture), num_samples)
 
-    return compile_cache.compiled_for(problem, signature, build)[0]
+    key = jax.random.key(0)
+    return compile_cache.program_for(problem, signature, draw, key, key, mixture,
+                                     compile="brief")
 
 
 def draws_of_q_G(draw_key, order_key, proposal: Proposal, num_samples: int):
@@ -494,30 +489,31 @@ def proposal_log_weights(problem: Problem, proposal: Proposal, points) -> np.nda
                      "cover", smaller.means.shape, cover.smaller.orders.shape,
                      cover.concentration, cover.share))
 
-    def build():
-        permute, orders = proposal.permute, proposal.orders
+    permute, orders = proposal.permute, proposal.orders
+    # the cover's mixture is an argument: its values stay out of the program's closure
+    structure = None if cover is None else cover._replace(
+        smaller=cover.smaller._replace(mixture=None))
 
-        def batch_weights(batch, data, mixture, smaller):
-            def log_target(flat):
-                params = problem.unravel(flat)
-                return jnp.sum(problem.loglik(params, data)) + problem.log_prior(params)
+    def batch_weights(batch, data, mixture, smaller):
+        def log_target(flat):
+            params = problem.unravel(flat)
+            return jnp.sum(problem.loglik(params, data)) + problem.log_prior(params)
 
-            target = jax.vmap(log_target)(batch)
-            log_q = symmetrised_log_density(batch, mixture, permute, orders)
-            if cover is not None:
-                from slt.samplers.empty_component import cover_log_density
+        target = jax.vmap(log_target)(batch)
+        log_q = symmetrised_log_density(batch, mixture, permute, orders)
+        if structure is not None:
+            from slt.samplers.empty_component import cover_log_density
 
-                covering = cover._replace(smaller=cover.smaller._replace(mixture=smaller))
-                log_q = jnp.logaddexp(jnp.log1p(-cover.share) + log_q, jnp.log(cover.share)
-                                      + cover_log_density(problem, covering, batch))
-            value = target - log_q
-            return jnp.where(jnp.isnan(value), -jnp.inf, value)
+            covering = structure._replace(smaller=structure.smaller._replace(mixture=smaller))
+            log_q = jnp.logaddexp(jnp.log1p(-structure.share) + log_q, jnp.log(structure.share)
+                                  + cover_log_density(problem, covering, batch))
+        value = target - log_q
+        return jnp.where(jnp.isnan(value), -jnp.inf, value)
 
-        shape = jax.ShapeDtypeStruct((_BATCH, problem.dim), points.dtype)
-        return compile_cache.compile_quickly(
-            jax.jit(batch_weights).lower(shape, problem.data, mixture, smaller))
-
-    program, _ = compile_cache.compiled_for(problem, signature, build)
+    program = compile_cache.program_for(
+        problem, signature, batch_weights, jax.ShapeDtypeStruct((_BATCH, problem.dim),
+                                                                points.dtype),
+        problem.data, mixture, smaller)
     points = np.asarray(points)  # batches cut and padded on the host, not op by op in JAX
     size = points.shape[0]
     padded = np.concatenate([points, np.broadcast_to(points[:1], (-size % _BATCH,

@@ -225,10 +225,9 @@ def _map_draws(kind: str, problem: Problem, flat_draws, batch_size: int) -> jax.
     def over_rows(rows, data):
         return jax.lax.map(lambda flat: per_draw(flat, data), rows, batch_size=batch)
 
-    program, _ = compile_cache.compiled_for(
-        problem, ("map draws", kind, rows.shape, rows.dtype, batch),
-        lambda: compile_cache.compile_quickly(jax.jit(over_rows).lower(rows, problem.data)),
-    )
+    program = compile_cache.program_for(
+        problem, ("map draws", kind, rows.shape, rows.dtype, batch), over_rows, rows,
+        problem.data)
     values = program(rows, problem.data)
     return values.reshape(*flat_draws.shape[:-1], *values.shape[1:])
 
@@ -259,7 +258,9 @@ def _compile(config: _Config, num_chains: int, chunk_length: int):
     advances every chain `chunk_length` steps and returns the new state and the per-step
     record. The data are an argument (NumPyro passes `model_args=(beta, data)` to the
     potential), not constants of the programs. NumPyro's `init_kernel` configures the closure
-    that `sample_kernel` uses, so the two are built together here and `init` is traced first.
+    that `sample_kernel` uses, so the two are built together here, and `run_chunk`'s function
+    traces `init` (abstractly) before it runs a chain: either may come from the traced store
+    (`slt.compile_cache.program_for`) without the other being traced.
     """
     problem = config.problem
     init_kernel, sample_kernel = hmc(
@@ -300,11 +301,20 @@ def _compile(config: _Config, num_chains: int, chunk_length: int):
     betas = jax.ShapeDtypeStruct((num_chains,), problem.dtype)
     data = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), problem.data)
     init_chains = _over_chains(init_chain, num_chains, in_axes=(0, 0, 0, None))
-    init = compile_cache.compile_quickly(jax.jit(init_chains).lower(keys, starts, betas, data),
-                                        brief=True)
-    state = jax.eval_shape(init_chains, keys, starts, betas, data)
-    run_chunk = compile_cache.compile_quickly(jax.jit(
-        _over_chains(run_chain, num_chains, in_axes=(0, 0, None))).lower(state, betas, data))
+    run_chains = _over_chains(run_chain, num_chains, in_axes=(0, 0, None))
+
+    def run_configured(state, betas, data):
+        jax.eval_shape(init_chains, keys, starts, betas, data)  # configures sample_kernel
+        return run_chains(state, betas, data)
+
+    signature = ("nuts programs", config._replace(problem=None), num_chains, chunk_length)
+    init = compile_cache.program_for(problem, (*signature, "init"), init_chains, keys, starts,
+                                     betas, data, compile="brief", keep=False,
+                                     traced_from=(config, "init"))
+    state = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), init.out_info)
+    run_chunk = compile_cache.program_for(problem, (*signature, "chunk"), run_configured,
+                                          state, betas, data, keep=False,
+                                          traced_from=(config, "chunk"))
     return init, run_chunk, time.perf_counter() - start
 
 

@@ -220,7 +220,8 @@ def _derivatives(problem: Problem, params):
             value, gradient = jax.value_and_grad(lambda z: loglik(z) + log_prior(z))(x)
             return value, gradient, -jax.hessian(loglik)(x), -jax.hessian(log_prior)(x)
 
-        program = compile_cache.compile_quickly(jax.jit(evaluate).lower(flat), brief=True)
+        program = compile_cache.program_for(problem, ("laplace derivatives", flat.dtype),
+                                            evaluate, flat, compile="brief", keep=False)
         return tuple(np.asarray(a, dtype=np.float64) for a in program(flat))
 
 
