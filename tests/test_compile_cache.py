@@ -206,3 +206,40 @@ def test_a_program_traced_in_one_process_is_loaded_by_the_next(tmp_path):
     assert other["values"] != first["values"]
     assert len(list((tmp_path / compile_cache.TRACED_FOLDER).iterdir())) == (
         first["store"]["stored"] + other["store"]["stored"])
+
+
+def test_a_stored_program_is_loaded_and_a_damaged_one_traced_again(tmp_path):
+    """In one process: a program stored for one problem is loaded for an equal problem (the
+    same model and data: the same fingerprint), not for a problem of other data; a damaged
+    file is traced and stored again. The values are the program's either way."""
+    before = jax.config.jax_compilation_cache_dir
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path))
+    try:
+        def value(problem):
+            def total(flat, data):
+                return jnp.sum(problem.loglik(problem.unravel(flat), data))
+
+            flat = jnp.full(problem.dim, 0.3)
+            program = compile_cache.program_for(problem, ("test total",), total, flat,
+                                                problem.data, keep=False)
+            return float(program(flat, problem.data))
+
+        base = _regression_problem()
+        equal, again = _regression_problem(), _regression_problem()
+        other = Problem(base.model, {"x": base.data["x"], "y": base.data["y"] + 1.0})
+        counts = {what: compile_cache.stored_program_count(what)
+                  for what in ("loaded", "stored", "unkeyed")}
+
+        def added(what):
+            return compile_cache.stored_program_count(what) - counts[what]
+
+        first = value(base)
+        assert added("stored") == 1 and added("loaded") == 0
+        assert value(equal) == first and added("loaded") == 1
+        assert value(other) != first and added("stored") == 2  # other data: its own program
+        for stored in (tmp_path / compile_cache.TRACED_FOLDER).iterdir():
+            stored.write_bytes(b"not a program")
+        assert value(again) == first and added("stored") == 3
+        assert added("loaded") == 1 and added("unkeyed") == 0
+    finally:
+        jax.config.update("jax_compilation_cache_dir", before)
