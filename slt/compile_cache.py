@@ -57,7 +57,8 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 __all__ = ["BRIEF_COMPILE", "MAX_PER_PROBLEM", "QUICK_COMPILE", "compiled_for", "compile_count",
-           "compile_quickly", "enable_persistent_cache", "program_for", "stored_program_count"]
+           "compile_quickly", "enable_persistent_cache", "program_for", "slt_cache_directory",
+           "stored_program_count"]
 
 # The environment variable that names slt's cache directory, or turns it off ("off", "0").
 CACHE_ENVIRONMENT = "SLT_COMPILATION_CACHE"
@@ -274,6 +275,17 @@ def compile_count(kind: Hashable) -> int:
     return _COMPILATIONS[kind]
 
 
+def slt_cache_directory() -> str | None:
+    """slt's own cache directory: `$SLT_COMPILATION_CACHE`, else `$XDG_CACHE_HOME/slt/jax`
+    (`~/.cache/slt/jax`); None when `SLT_COMPILATION_CACHE` turns the cache off. (The
+    directory in use is JAX's `jax_compilation_cache_dir`, which a user may have set.)"""
+    setting = os.environ.get(CACHE_ENVIRONMENT, "").strip()
+    if setting.lower() in ("off", "0", "false", "no", "none"):
+        return None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return setting or os.path.join(base, "slt", "jax")
+
+
 def enable_persistent_cache() -> str | None:
     """Turn on JAX's persistent compilation cache in slt's directory (module doc), keeping a
     user's own setting. Returns the directory in use, or None when the cache is off."""
@@ -282,11 +294,9 @@ def enable_persistent_cache() -> str | None:
     current = jax.config.jax_compilation_cache_dir
     if current:
         return current  # the user's
-    setting = os.environ.get(CACHE_ENVIRONMENT, "").strip()
-    if setting.lower() in ("off", "0", "false", "no", "none"):
+    directory = slt_cache_directory()
+    if directory is None:
         return None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    directory = setting or os.path.join(base, "slt", "jax")
     try:
         os.makedirs(directory, exist_ok=True)
     except OSError:

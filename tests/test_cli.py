@@ -273,3 +273,31 @@ def test_sigterm_stops_a_command_as_ctrl_c_does(monkeypatch, capsys):
     assert main(["validate", "--quick"]) == 130
     assert capsys.readouterr().err.strip() == "slt: interrupted (no partial output was written)"
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_cache_shows_the_folder_and_clears_slts_programs_only_from_a_folder_of_its_own(tmp_path):
+    """`slt cache` names the folder and counts its compiled and traced programs; --clear
+    empties slt's own folder, and from a folder given to JAX removes only the traced ones."""
+    def slt_cache(*argv, **variables):
+        environment = {name: value for name, value in os.environ.items()
+                       if name not in ("JAX_COMPILATION_CACHE_DIR", "SLT_COMPILATION_CACHE")}
+        completed = subprocess.run(
+            [sys.executable, "-c", "from slt.cli import main; raise SystemExit(main())",
+             "cache", *argv], env=environment | variables, capture_output=True, text=True,
+            check=True)
+        return completed.stdout
+
+    for folder in ("own", "jaxs"):
+        (tmp_path / folder / "slt-traced").mkdir(parents=True)
+        (tmp_path / folder / "compiled-program").write_bytes(b"x" * 2048)
+        (tmp_path / folder / "slt-traced" / "traced-program").write_bytes(b"y" * 1024)
+    own = slt_cache(SLT_COMPILATION_CACHE=str(tmp_path / "own"))
+    assert f"folder: {tmp_path / 'own'}\n" in own
+    assert "compiled programs: 1 files" in own and "traced programs:   1 files" in own
+    assert "cleared" in slt_cache("--clear", SLT_COMPILATION_CACHE=str(tmp_path / "own"))
+    assert list((tmp_path / "own").iterdir()) == []
+    jaxs = slt_cache("--clear", JAX_COMPILATION_CACHE_DIR=str(tmp_path / "jaxs"))
+    assert "(set for JAX, not by slt)" in jaxs
+    left = {path.name for path in (tmp_path / "jaxs").iterdir()}
+    assert "compiled-program" in left and "slt-traced" not in left
+    assert "the cache is off" in slt_cache(SLT_COMPILATION_CACHE="off")

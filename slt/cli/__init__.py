@@ -5,6 +5,7 @@
     slt llc DATA --model M                     lambda_hat of a trained (or fitted) model
     slt fisher-scan --model M --axis ...       log det I and rank over a parameter grid
     slt validate [--quick]                     the estimators against exact answers
+    slt cache [--clear]                        where slt keeps its programs, and clearing it
 
 `main(argv)` runs one command and returns its exit status: 0 success, 1 a run that failed
 (an estimator gave up, a numerical breakdown, a validation case outside its tolerance,
@@ -59,7 +60,7 @@ def _common_options() -> argparse.ArgumentParser:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `slt` command, with every subcommand."""
-    from slt.cli import compare, demo, fisher_scan, llc, validate
+    from slt.cli import cache, compare, demo, fisher_scan, llc, validate
 
     parser = _Parser(
         prog="slt",
@@ -82,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     subparsers.required = True
     common = _common_options()
-    for module in (demo, compare, llc, fisher_scan, validate):
+    for module in (demo, compare, llc, fisher_scan, validate, cache):
         module.add_parser(subparsers, common)
     return parser
 
