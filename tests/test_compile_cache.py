@@ -1,6 +1,7 @@
 """Compiled programs are kept with their Problem and released with it."""
 
 import gc
+import os
 import weakref
 
 import jax
@@ -186,7 +187,6 @@ def test_a_program_traced_in_one_process_is_loaded_by_the_next(tmp_path):
     one process are loaded by the next (nothing traced again), which computes the same
     numbers; a problem whose prior differs stores programs of its own."""
     import json
-    import os
     import subprocess
     import sys
 
@@ -243,3 +243,19 @@ def test_a_stored_program_is_loaded_and_a_damaged_one_traced_again(tmp_path):
         assert added("loaded") == 1 and added("unkeyed") == 0
     finally:
         jax.config.update("jax_compilation_cache_dir", before)
+
+
+def test_the_traced_store_is_trimmed_to_its_limit_least_recently_used_first(tmp_path,
+                                                                              monkeypatch):
+    """Past `MAX_TRACED_BYTES` the store keeps the programs stored or loaded most recently."""
+    folder = tmp_path / compile_cache.TRACED_FOLDER
+    folder.mkdir()
+    for age, name in enumerate(["old", "used", "newer", "newest"]):
+        (folder / name).write_bytes(b"x" * 100)
+        os.utime(folder / name, (1000.0 + age, 1000.0 + age))
+    os.utime(folder / "used", (2000.0, 2000.0))  # loaded since: most recent
+    monkeypatch.setattr(compile_cache, "MAX_TRACED_BYTES", 350)
+    compile_cache._trim(str(folder))  # 400 bytes: down to 0.75 x 350 = 262, two files
+    assert sorted(path.name for path in folder.iterdir()) == ["newest", "used"]
+    compile_cache._trim(str(folder))  # within the limit: nothing goes
+    assert len(list(folder.iterdir())) == 2
