@@ -147,10 +147,11 @@ def program_for(problem, signature: tuple, function: Callable, *args: Any,
     def build():
         path = _stored_path(problem, signature,
                             function if traced_from is None else traced_from, args)
-        if path is None:
+        program = None if path is None else _stored_program(path, function, args, compile)
+        if program is None:
             _STORE_USE["unkeyed"] += 1
-            return _compiled(jax.jit(function).lower(*args), compile)
-        return _stored_program(path, function, args, compile)
+            program = _compiled(jax.jit(function).lower(*args), compile)
+        return program
 
     return compiled_for(problem, signature, build)[0] if keep else build()
 
@@ -188,8 +189,18 @@ def _compiled(lowered, compile: str):
     return compile_quickly(lowered, brief=compile == "brief")
 
 
-def _stored_program(path: str, function: Callable, args: tuple, compile: str) -> _Unflattened:
-    """The program from the traced store's file `path`, or traced, exported and stored there."""
+def _from_serialized(serialized: bytes, out_tree, leaves: list, compile: str) -> _Unflattened:
+    """The compiled program of a serialized `jax.export.Exported`, for these leaves."""
+    import jax
+
+    exported = jax.export.deserialize(bytearray(serialized))
+    return _Unflattened(_compiled(jax.jit(exported.call).lower(*leaves), compile), out_tree)
+
+
+def _stored_program(path: str, function: Callable, args: tuple,
+                    compile: str) -> _Unflattened | None:
+    """The program from the traced store's file `path`, or traced, exported and stored there;
+    None where JAX cannot export it."""
     import jax
 
     leaves, in_tree = jax.tree_util.tree_flatten(args)
@@ -197,9 +208,7 @@ def _stored_program(path: str, function: Callable, args: tuple, compile: str) ->
         with open(path, "rb") as stored:
             out_tree, serialized = pickle.load(stored)
         os.utime(path)  # recently used: the last to go when the store is trimmed
-        exported = jax.export.deserialize(bytearray(serialized))
-        program = _Unflattened(_compiled(jax.jit(exported.call).lower(*leaves), compile),
-                               out_tree)
+        program = _from_serialized(serialized, out_tree, leaves, compile)
         _STORE_USE["loaded"] += 1
         return program
     except Exception:  # noqa: BLE001 - absent, unreadable or from another JAX: trace it
@@ -215,8 +224,7 @@ def _stored_program(path: str, function: Callable, args: tuple, compile: str) ->
     try:
         serialized = jax.export.export(jax.jit(of_leaves))(*leaves).serialize()
     except Exception:  # noqa: BLE001 - a program JAX cannot export (a host callback)
-        _STORE_USE["unkeyed"] += 1
-        return _compiled(jax.jit(function).lower(*args), compile)
+        return None
     stored = pickle.dumps((out_trees[0], serialized))
     partial = f"{path}.{os.getpid()}.part"
     try:
@@ -229,8 +237,7 @@ def _stored_program(path: str, function: Callable, args: tuple, compile: str) ->
         pass  # a full or read-only disk: the program is still right
     # called as loaded: the exported object holds the traced function (and the problem's
     # arrays through it), and JAX keeps what it calls in a cache
-    exported = jax.export.deserialize(bytearray(serialized))
-    return _Unflattened(_compiled(jax.jit(exported.call).lower(*leaves), compile), out_trees[0])
+    return _from_serialized(serialized, out_trees[0], leaves, compile)
 
 
 def _trim(folder: str) -> None:
@@ -266,12 +273,12 @@ def _stored_path(problem, signature, source, args) -> str | None:
     directory = jax.config.jax_compilation_cache_dir
     if not directory or "://" in directory or getattr(problem, "fingerprint", None) is None:
         return None
-    shapes = [str(jax.typeof(leaf)) for leaf in jax.tree_util.tree_leaves(args)]
     settings = fingerprint.digest(signature) or repr(signature)
-    key = fingerprint.digest((fingerprint.environment(), source, settings,
-                              str(jax.tree_util.tree_structure(args)), shapes))
     if " at 0x" in settings:  # an object named by its address: the key of one process only
         return None
+    shapes = [str(jax.typeof(leaf)) for leaf in jax.tree_util.tree_leaves(args)]
+    key = fingerprint.digest((fingerprint.environment(), source, settings,
+                              str(jax.tree_util.tree_structure(args)), shapes))
     if key is None:
         return None
     folder = os.path.join(directory, TRACED_FOLDER)

@@ -21,6 +21,7 @@ any index slice of the data along that axis.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -175,7 +176,6 @@ class Problem:
         self.exchangeable = _exchangeable_sites(exchangeable, prior_trace, latent)
         self._example_plates = {name: _example_plate(prior_trace[name], n) for name in observed}
         self._set_chunk_size(chunk_size, template)
-        self._fingerprint = None
         self._fingerprinted = ("Problem", model, model_kwargs, self.exchangeable,
                                self.chunk_size, self.data, self._template)
         self._check_initial_point()
@@ -293,7 +293,7 @@ class Problem:
         self.site_names = leaf_names(sampled)
         self.observed_site_names = ()
         self.exchangeable = ()
-        self._fingerprint = self._fingerprinted = None  # a loss's closures are not read
+        self._fingerprinted = None  # a loss's closures are not read
         params = self.reference_params
         returned = call_naming_shapes(lambda: jax.eval_shape(self._nll_fn, promoted, arrays),
                                       "nll_fn(params, data)", arrays)
@@ -453,17 +453,14 @@ class Problem:
 
     # ------------------------------------------------------------------ public functions
 
-    @property
+    @functools.cached_property
     def fingerprint(self) -> str | None:
         """A digest of what this problem computes (`slt.fingerprint`: its model's code and
         closure, its settings, its data), the same in another process for the same model and
         data; None where the model's meaning cannot be read off it (a class of the user's, a
         problem built from a loss). Keys the programs slt keeps on disk
         (`slt.compile_cache.program_for`). Computed on first use (the data are read once)."""
-        if self._fingerprint is None and self._fingerprinted is not None:
-            self._fingerprint = digest(self._fingerprinted)
-            self._fingerprinted = None
-        return self._fingerprint
+        return None if self._fingerprinted is None else digest(self._fingerprinted)
 
     @property
     def has_prior(self) -> bool:
