@@ -51,10 +51,10 @@ def test_nothing_of_slt_holds_a_dropped_problem():
     sample_nuts(problem, key, 1.0, NUTS(num_chains=2, num_warmup=10, num_samples=10),
                 progress=False)
     kinds = [signature[0] for signature in compile_cache._PROGRAMS[problem]]
-    # n L_n of the prior draws (SMC) and of the NUTS draws: one program per shape
+    # the fit's starting points in a program of their own (`Problem.random_starts`); n L_n of
+    # SMC's prior draws in one, NUTS's recorded by its chunk program
     assert sorted(kinds) == ["centre measurements", "chain chunk", "fit restarts", "map draws",
-                             "map draws", "nuts",
-                             "tempering stage"]
+                             "nuts", "random starts", "tempering stage"]
     reference = weakref.ref(problem)
     del problem, fit
     gc.collect()

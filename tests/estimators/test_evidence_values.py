@@ -67,8 +67,13 @@ def test_nuts_and_nested_sampling_are_bitwise_those_of_the_keyword_api(recorded)
     nuts = sample_nuts(problem, KEY, [0.5, 1.0],
                        NUTS(num_chains=2, num_warmup=30, num_samples=20, chunk_size=7,
                             target_acceptance=0.9), progress=False)
-    np.testing.assert_array_equal(nuts.positions, reference["nuts/positions"])
-    np.testing.assert_array_equal(nuts.step_size, reference["nuts/step_size"])
+    # the same chains from the same keys, but on a CPU each chain now runs in a call of its
+    # own (`NUTS.chain_method`, "auto") where the recording vmapped all four: programs of
+    # another batch width, which XLA may round differently (7e-13 relative), as in the NUTS
+    # check of rlct below
+    np.testing.assert_allclose(nuts.positions, reference["nuts/positions"], rtol=1e-10,
+                               atol=1e-12)
+    np.testing.assert_allclose(nuts.step_size, reference["nuts/step_size"], rtol=1e-10)
     nested = nested_sampling(problem, KEY, NestedSampling(num_live=50, num_runs=2, num_delete=5),
                              progress=False)
     np.testing.assert_array_equal(nested.log_evidence, reference["nested/log_evidence"])
