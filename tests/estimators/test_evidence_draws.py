@@ -29,7 +29,7 @@ from slt.fit import MAPFit
 from slt.samplers import NUTS, Tempering
 from slt.validation import InputError
 
-from .evidence_cases import conjugate_regression, normal_gamma_regression
+from .evidence_cases import conjugate_regression, normal_gamma_regression, spike_and_slab
 
 SMALL = FromDraws(fit=MAPFit(num_restarts=4, adam_steps=300, lbfgs_steps=100),
                   nuts=NUTS(num_chains=2, num_warmup=300, num_samples=600),
@@ -160,6 +160,27 @@ def test_draws_that_miss_a_mode_fail_the_check_and_the_fallback_is_right():
         options, fallback=None), draws=draws, progress=False)
     assert abs(unchecked.free_energy + log_evidence) < 4 * unchecked.std_error + 0.005
     assert "bridge" in unchecked.draws_run.failed and unchecked.path == "draws"
+
+
+@pytest.mark.heavy
+def test_mass_that_the_chains_at_beta_1_never_enter_fails_the_hot_draws_check():
+    """Skilling's spike and slab: chains adapted to the spike (90% of Z) never enter the slab
+    (10%), which has no optimum of its own, so every other check passes with F about
+    -log 0.9 = 0.1 nats high; chains at a lower temperature beside them enter the slab, and
+    the share of the posterior they place where the proposals miss fails "hot_draws". On the
+    conjugate regression, covered, that share is 0 and every check passes."""
+    case = spike_and_slab()
+    options = dataclasses.replace(SMALL, fallback=None)
+    alone = draws_free_energy(case.problem, jax.random.key(0), options)
+    assert not alone.failed and np.isnan(alone.missed_share)
+    assert -alone.log_evidence + case.log_evidence > 0.05  # the slab's mass missed, silently
+    run = draws_free_energy(case.problem, jax.random.key(0), options, temperatures=(0.5,))
+    assert set(run.failed) == {"hot_draws"} and run.missed_share > 0.5
+    assert "reach a part of the posterior" in run.failed["hot_draws"]
+    regression = conjugate_regression()
+    covered = draws_free_energy(regression.problem, jax.random.key(0), options,
+                                temperatures=(0.5,))
+    assert not covered.failed and covered.missed_share <= 0.02
 
 
 def _two_point_mixture_log_evidence(y, k):

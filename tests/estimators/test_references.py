@@ -42,12 +42,13 @@ def test_compare_flags_the_references_when_tempering_misses_a_phase_transition()
     # the default termination (1e-2) stops nested sampling on the flat top of the slab,
     # before the spike shows: it must run on until the live points hold 1e-8 of Z. The
     # tempered columns get samplers of their own, so the reference F's ladder has no
-    # waypoints (none of them is run here).
+    # waypoints (none of them is run here). The reference F is the tempered path's
+    # (`draws=None`): the fast path's check on this case is in test_evidence_draws.py.
     plan = ComparisonPlan(
         free_energy=Tempering(num_particles=200, num_copies=2, prior_sampler=case.prior_sampler),
         nested=NestedSampling(num_live=200, num_runs=2, termination=1e-8,
                               prior_sampler=case.prior_sampler),
-        rlct=NUTS(), loo=NUTS(),
+        rlct=NUTS(), loo=NUTS(), draws=None,
     )
     with pytest.warns(UserWarning, match="references disagree"):
         result = slt.compare({"spike": case.problem}, jax.random.key(0),

@@ -183,12 +183,13 @@ class ComparisonPlan:
 
     Every model gets a MAP fit ŵ (`fit`), which gives n L_n(ŵ), BIC = n L_n(ŵ) + (d/2) log n
     and Laplace's -log Z ≈ n L_n(ŵ) - log p(ŵ) + (1/2) log det H - (d/2) log 2π - log
-    `num_modes`. The reference F = -log Z comes from tempered SMC (`free_energy`); WBIC =
-    E_beta[n L_n] at beta = 1/log n, lambda_hat fitted to E_beta[n L_n] at beta_j = c_j / log n
-    (`multipliers` c_j, or `betas`; multiplicities up to `max_multiplicity`) and PSIS-LOO on
-    posterior draws come from the same tempered run (its ladder then passes through every
-    beta_j and 1/log n) unless `wbic`, `rlct` or `loo` names a sampler of their own; the
-    second reference F comes from nested sampling (`nested`).
+    `num_modes`. The reference F = -log Z comes from posterior draws, checked (`draws`, the
+    fast path: NUTS at beta = 1, with chains at 1/log n beside them), and WBIC = E_beta[n L_n]
+    at beta = 1/log n, lambda_hat and PSIS-LOO from the same chains; for a model whose fast
+    path fails its check, all of them come from one tempered SMC run (`free_energy`: its
+    ladder passes through 1/log n and lambda_hat's beta_j = c_j / log n, `multipliers` c_j or
+    `betas`, multiplicities up to `max_multiplicity`); `wbic`, `rlct` or `loo` may name a
+    sampler of their own. The second reference F comes from nested sampling (`nested`).
 
     Attributes:
       fit: the MAP fit of every model (`slt.fit_map`), shared by bic, laplace and rlct.

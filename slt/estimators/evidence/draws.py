@@ -50,6 +50,21 @@ error combined by the delta method). It stands only when its self-check passes
   Faithful K = 4, a second way to split the clusters 5.8 nats below the best, which no chain
   visited) no longer sends the model to the tempered path. An optimum whose Hessian is not
   positive definite is not added and stays uncovered.
+* "hot_draws" (where chains at inverse temperatures beta < 1 ran beside those at 1:
+  `slt.compare`'s, at 1/log n): the share of the posterior that those draws place where q
+  does not reach is at most `MAX_MISSED_SHARE` (a missed share m raises F by -log(1 - m)).
+  Mass without an optimum of its own escapes the "optima" check and the chains at beta = 1
+  alike: a broad slab around a narrow spike (Skilling's spike and slab: 10% of Z in the slab,
+  which chains adapted to the spike never enter) left every other check passing with F 0.10
+  nats high at a standard error of 0.002. Hotter chains, whose law is flatter, do enter it.
+  Each temperature's draws (at most `HOT_POINTS`, evenly thinned) are weighed under both
+  proposals, and the posterior's share where a log weight is more than `HOT_GAP` nats
+  above log Z is estimated from them by self-normalised importance weights
+  u_j ∝ exp((1 - beta) log L(w_j)), from pi_beta to the posterior. These weights rest on
+  the few hot draws of highest likelihood (3-13 effective draws of 1024 on Old Faithful
+  K = 4), so the check detects gross misses (tens of per cent of Z where q is e^15 too thin),
+  it does not measure small ones; it runs only where such chains ran (`slt.compare` with a
+  WBIC or lambda_hat column; `draws_free_energy(temperatures=...)`).
 
 **More draws when only the precision fails.** The standard error is the one check that more
 importance draws of the same proposals fix: when it alone fails and is at most
@@ -111,7 +126,7 @@ from slt.validation import (
 __all__ = ["CHECKS", "DrawsRun", "FromDraws", "bridge_log_evidence", "draws_free_energy",
            "fitted_importance", "posterior_draws"]
 
-CHECKS = ("pareto_k", "std_error", "proposals", "bridge", "optima")
+CHECKS = ("pareto_k", "std_error", "proposals", "bridge", "optima", "hot_draws")
 # Two estimates of one F agree when their gap is within this many combined standard errors,
 # or within AGREEMENT_FLOOR nats (the accuracy asked of F: below it a gap does not matter).
 AGREEMENT_SE = 4.0
@@ -123,6 +138,18 @@ AGREEMENT_FLOOR = 0.02
 COVERAGE_GAP = 5.0
 # Two optima are the same point when closer than this (unconstrained coordinates).
 SAME_POINT = 1e-2
+# The "hot_draws" check: the largest share of the posterior the chains at beta < 1 may place
+# where the proposals do not reach (a share m raises F by -log(1 - m) ~ m nats: 0.02, the
+# accuracy asked of F), and how many of each temperature's draws are weighed for it (one
+# batch of the importance weights' program).
+MAX_MISSED_SHARE = 0.02
+HOT_POINTS = 1024
+# ... where "missed" is a log weight more than this many nats above log Z: a region where the
+# posterior's density is e^15 ~ 3e6 times q's is drawn by 20 000 draws of q only if it holds
+# more than about a tenth of the posterior. Gaps of 5-10 nats (COVERAGE_GAP's range) are the
+# tails of q, which k-hat judges: the draws at 1/log n with the most weight at beta = 1 have
+# them on Old Faithful K = 4, where the fast path's F is right.
+HOT_GAP = 15.0
 
 
 @dataclass(frozen=True)
@@ -133,7 +160,9 @@ class FromDraws:
     the distinct optima), two proposals fitted to the halves of the draws, importance sampling
     (`num_samples` draws of each) and the optimal bridge from each; the F stands when the
     self-check passes (k-hat <= `max_pareto_k`, se <= `max_std_error`, the proposals agree, the
-    bridge agrees, every optimum within `optimum_window` nats of the best covered), else the
+    bridge agrees, every optimum within `optimum_window` nats of the best covered, and where
+    chains at beta < 1 ran beside, no more than `MAX_MISSED_SHARE` of the posterior where they
+    find the proposals do not reach), else the
     tempered path `fallback` gives it (None: no fallback, the failed checks are warned about).
 
     Attributes:
@@ -236,6 +265,8 @@ class DrawsRun(NamedTuple):
       components before its importance sampling was run again (module doc, "optima").
     more_draws: importance draws per proposal as a multiple of `FromDraws.num_samples`: 1, or
       `FromDraws.more_draws` when the se alone failed at first (module doc).
+    missed_share: the largest share of the posterior that the draws at a temperature beta < 1
+      place where a proposal does not reach (module doc, "hot_draws"); NaN without them.
     """
 
     positions: np.ndarray
@@ -252,6 +283,7 @@ class DrawsRun(NamedTuple):
     run_time: float
     added_modes: tuple[int, int] = (0, 0)
     more_draws: int = 1
+    missed_share: float = float("nan")
 
     @property
     def pareto_k(self) -> float:
@@ -477,13 +509,14 @@ def draws_free_energy(
         at_posterior = np.asarray(proposal_log_weights(problem, proposal, other), np.float64)
         sides.append(_Side(proposal, run, log_weights,
                            at_posterior.reshape(other_half.shape[:2]), fit_key_h, count))
-    assessed = _assess(problem, options, sides, optima)
+    hot = _hot_draws(nuts_draws)
+    assessed = _assess(problem, options, sides, optima, hot)
     factor = 1
     if (set(assessed.failed) == {"std_error"} and options.more_draws > 1
             and assessed.estimate[1] <= np.sqrt(options.more_draws) * options.max_std_error):
         factor = options.more_draws
         sides = [_with_more_draws(problem, options, side) for side in sides]
-        assessed = _assess(problem, options, sides, optima)
+        assessed = _assess(problem, options, sides, optima, hot)
     estimate, bridge, bridges = assessed.estimate, assessed.bridge, assessed.bridges
     return DrawsRun(
         positions=positions, importance=tuple(side.run for side in sides),
@@ -493,6 +526,7 @@ def draws_free_energy(
         optimum_gaps=assessed.optimum_gaps, failed=assessed.failed, nuts=nuts_draws,
         run_time=time.perf_counter() - start,
         added_modes=tuple(side.added_modes for side in sides), more_draws=factor,
+        missed_share=assessed.missed_share,
     )
 
 
@@ -514,19 +548,52 @@ class _Assessed(NamedTuple):
     bridges: list
     bridge: tuple[float, float]
     optimum_gaps: np.ndarray
+    missed_share: float
     failed: dict
 
 
-def _assess(problem, options: FromDraws, sides, optima) -> _Assessed:
-    """The combined importance and bridge estimates of both sides, and the failed checks."""
+def _assess(problem, options: FromDraws, sides, optima, hot) -> _Assessed:
+    """The combined importance and bridge estimates of both sides, and the failed checks;
+    `hot`: the draws at temperatures below 1 (`_hot_draws`)."""
     runs = [side.run for side in sides]
     bridges = [bridge_log_evidence(side.at_posterior, side.log_weights) for side in sides]
     estimate = _combined([r.log_evidence for r in runs], [r.std_error for r in runs])
     bridge = _combined([b[0] for b in bridges], [b[1] for b in bridges])
     optimum_gaps = np.max(np.stack([_optimum_gaps(problem, side.proposal, optima, side.run)
                                     for side in sides]), axis=0)
-    return _Assessed(estimate, bridges, bridge, optimum_gaps,
-                     _check(options, runs, estimate, bridge, optimum_gaps))
+    missed_share = max((_missed_share(problem, side.proposal, side.run, *draws)
+                        for side in sides for draws in hot), default=float("nan"))
+    return _Assessed(estimate, bridges, bridge, optimum_gaps, missed_share,
+                     _check(options, runs, estimate, bridge, optimum_gaps, missed_share))
+
+
+def _hot_draws(nuts_draws: TemperedDraws | None) -> list[tuple[float, np.ndarray, np.ndarray]]:
+    """(beta, (M, dim) draws, (M,) n L_n) for each temperature beta < 1 of `nuts_draws`, at
+    most `HOT_POINTS` draws of it, evenly thinned; empty without such chains."""
+    if nuts_draws is None or nuts_draws.positions is None:
+        return []
+    hot = []
+    for beta in np.unique(nuts_draws.betas[nuts_draws.betas < 1.0]):
+        chains = nuts_draws.betas == beta
+        points = nuts_draws.positions[chains].reshape(-1, nuts_draws.positions.shape[-1])
+        nll = nuts_draws.nll[chains].reshape(-1)
+        every = -(-points.shape[0] // HOT_POINTS)  # ceil
+        hot.append((float(beta), points[::every], nll[::every]))
+    return hot
+
+
+def _missed_share(problem, proposal, run: ImportanceRun, beta: float, points, nll) -> float:
+    """The share of the posterior that draws `points` of pi_beta (their n L_n `nll`) place
+    where `proposal` does not reach: a log weight more than HOT_GAP nats above log Z
+    (module doc, "hot_draws"), by self-normalised weights exp(-(1 - beta) n L_n)."""
+    gaps = np.asarray(proposal_log_weights(problem, proposal, points), np.float64)
+    log_u = -(1.0 - beta) * np.asarray(nll, np.float64)
+    usable = np.isfinite(log_u)
+    if not usable.any():
+        return float("nan")
+    u = np.exp(log_u[usable] - log_u[usable].max())
+    missed = ~(gaps[usable] - run.log_evidence <= HOT_GAP)  # NaN counts as missed
+    return float(np.sum(u[missed]) / np.sum(u))
 
 
 def _with_more_draws(problem, options: FromDraws, side: _Side) -> _Side:
@@ -614,7 +681,7 @@ def _drawn_log_weights(problem, key, proposal, num_samples: int) -> np.ndarray:
     return np.asarray(proposal_log_weights(problem, proposal, drawn), np.float64)
 
 
-def _check(options: FromDraws, runs, estimate, bridge, optimum_gaps) -> dict:
+def _check(options: FromDraws, runs, estimate, bridge, optimum_gaps, missed_share) -> dict:
     """{check: why} for every check of the module doc that fails."""
     failed = {}
     worst_k = max(run.pareto_k for run in runs)
@@ -639,6 +706,11 @@ def _check(options: FromDraws, runs, estimate, bridge, optimum_gaps) -> dict:
         failed["optima"] = (f"{uncovered} optimum/optima within {options.optimum_window:g} nats "
                             f"of the best not covered by the draws (log weight up to "
                             f"{np.nanmax(optimum_gaps):.3g} nats above log Z)")
+    if missed_share > MAX_MISSED_SHARE:
+        failed["hot_draws"] = (f"the chains at beta < 1 reach a part of the posterior that the "
+                               f"proposals miss ({missed_share:.1%} of it, reweighted to beta = "
+                               f"1; more than {MAX_MISSED_SHARE:.0%}): mass without an optimum "
+                               f"of its own, which the chains at beta = 1 did not enter")
     return failed
 
 
