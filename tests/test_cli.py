@@ -149,6 +149,49 @@ def test_compare_picks_a_model_and_writes_the_table(regression_csv, tmp_path, ca
     assert (out / "comparison.csv").exists() and (out / "comparison.nc").exists()
 
 
+def _compare_call(monkeypatch, data, *options):
+    """The methods and the plan `slt compare` hands to `slt.compare` with `options`."""
+    import slt.cli.compare as command
+
+    class Called(Exception):
+        pass
+
+    seen = {}
+
+    def record(problems, key, methods, plan, progress):
+        seen.update(methods=methods, plan=plan)
+        raise Called
+
+    monkeypatch.setattr(command, "compare", record)
+    with pytest.raises(Called):
+        main(["compare", str(data), "-m", "gaussian_mixture(1)", "-m", "gaussian_mixture(2)",
+              "--y", "y", *QUIET, *options])
+    return seen["methods"], seen["plan"]
+
+
+def test_compare_options_build_the_plan(regression_csv, monkeypatch, capsys):
+    """The command's defaults are the library's (the fast path, every default column);
+    --tempered drops the fast path; --sampler nuts gives wbic, rlct and loo chains of their
+    own; --sampler smc, its name before the fast path, still works, with a note."""
+    from slt.estimators.evidence.compare import DEFAULT_METHODS
+    from slt.estimators.evidence.draws import FromDraws
+
+    methods, plan = _compare_call(monkeypatch, regression_csv)
+    assert methods == DEFAULT_METHODS
+    assert plan.draws == FromDraws() and (plan.wbic, plan.rlct, plan.loo) == (None, None, None)
+    assert _compare_call(monkeypatch, regression_csv, "--tempered")[1].draws is None
+    _, renamed = _compare_call(monkeypatch, regression_csv, "--sampler", "smc")
+    assert "--sampler smc is now called 'shared'" in capsys.readouterr().err
+    assert renamed == plan
+    _, own = _compare_call(monkeypatch, regression_csv, "--sampler", "nuts", "--num-samples",
+                           "200")
+    assert own.rlct == own.loo == slt.NUTS(num_samples=200) and own.wbic is None
+    assert main(["compare", "--help"]) == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert f"(default: {','.join(DEFAULT_METHODS)})" in help_text
+    assert f"(default: {slt.NUTS().num_samples})" in help_text
+
+
 def test_fisher_scan_writes_the_grid(tmp_path, capsys):
     out = tmp_path / "scan"
     status = main(["fisher-scan", "-m", "fixed_component_mixture", "--at", "pi=0.5", "--at",

@@ -1,15 +1,20 @@
 """`slt compare`: rank model classes on one data set by their free energy F = -log Z.
 
 Runs `slt.compare` on one `Problem` per ``--model``, prints its table (BIC, Laplace, WBIC, the
-reference F by tempered SMC, n L_n(ŵ) + λ̂ log n: all on the scale F ≈ n L_n + λ log n, lower
-is better) and the model each criterion picks; with ``--out DIR`` also writes
-comparison.csv (the table), comparison.json (table, choices, diagnostics), comparison.png
-(the plot) and comparison.nc (the full result, `slt.results.load` reads it back).
+reference F, n L_n(ŵ) + λ̂ log n: all on the scale F ≈ n L_n + λ log n, lower is better; and
+PSIS-LOO's elpd, higher is better) and the model each criterion picks; with ``--out DIR`` also
+writes comparison.csv (the table), comparison.json (table, choices, diagnostics),
+comparison.png (the plot) and comparison.nc (the full result, `slt.results.load` reads it back).
+The reference F comes from posterior draws, checked (`slt.FromDraws`: NUTS from the MAP fit's
+optima, importance and bridge sampling), with adaptive tempered SMC as the fallback for a model
+whose checks fail, or for every model with ``--tempered``. The columns and their defaults are
+the library's (`slt.estimators.evidence.compare.DEFAULT_METHODS`).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import replace
 
 import jax
@@ -17,7 +22,7 @@ import pandas as pd
 
 from slt.cli.inputs import OutputFolder, UsageError, load_problem, parse_model
 from slt.cli.options import add_command, add_data_options, add_output_options, positive_int
-from slt.estimators.evidence.compare import METHODS, ComparisonPlan, compare
+from slt.estimators.evidence.compare import DEFAULT_METHODS, METHODS, ComparisonPlan, compare
 from slt.problem import Problem
 from slt.samplers.nuts import NUTS
 from slt.samplers.tempering import Tempering
@@ -25,11 +30,12 @@ from slt.samplers.tempering import Tempering
 __all__ = ["add_parser", "run", "OUTPUT_FILES", "DEFAULT_METHODS"]
 
 OUTPUT_FILES = ("comparison.csv", "comparison.json", "comparison.png", "comparison.nc")
-DEFAULT_METHODS = ("bic", "laplace", "wbic", "free_energy", "rlct")
 # What --methods offers: compare's methods but "sbic", which needs the models' family
 # (`compare(..., sbic_family=...)`), something a command line cannot name.
 CLI_METHODS = tuple(method for method in METHODS if method != "sbic")
-SAMPLERS = ("smc", "nuts")  # --sampler: where wbic, rlct and loo draw from
+SAMPLERS = ("shared", "nuts")  # --sampler: where wbic, rlct and loo draw from
+# --sampler's names before the fast path, accepted one release with a note on stderr
+RENAMED_SAMPLERS = {"smc": "shared"}
 
 
 def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
@@ -38,8 +44,9 @@ def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
         help="compare model classes on your data by free energy",
         description=(
             "Compare model classes on one data set by free energy F = -log Z (lower is "
-            "better): BIC, Laplace, WBIC, a reference F by tempered SMC and n L_n(ŵ) + λ̂ log n "
-            "side by side, and the model each criterion selects."
+            "better): BIC, Laplace, WBIC, the reference F (from posterior draws, checked, "
+            "with tempered SMC as the fallback), n L_n(ŵ) + λ̂ log n and PSIS-LOO side by "
+            "side, and the model each criterion selects."
         ),
         epilog=(
             "Examples:\n"
@@ -58,20 +65,36 @@ def add_parser(subparsers, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--methods", default=",".join(DEFAULT_METHODS),
         help=f"comma-separated estimators, any of {','.join(CLI_METHODS)} "
-             f"(default: {','.join(DEFAULT_METHODS)}; loo adds a PSIS-LOO check)",
+             f"(default: {','.join(DEFAULT_METHODS)})",
     )
-    parser.add_argument("--sampler", choices=SAMPLERS, default="smc",
-                        help="smc: wbic, rlct and loo read the reference F's tempered path "
-                             "(one run per model); nuts: they run NUTS chains at their "
-                             "temperatures (default: smc)")
+    parser.add_argument("--sampler", type=_sampler, choices=SAMPLERS, default="shared",
+                        help="where wbic, rlct and loo draw from. shared: the reference F's "
+                             "own draws (its NUTS chains at beta = 1 and 1/log n; its tempered "
+                             "path for a model that falls back to it); nuts: NUTS chains of "
+                             "their own at their temperatures (default: shared)")
     parser.add_argument("--num-samples", type=positive_int, default=None,
                         help="with --sampler nuts: NUTS draws per chain and temperature for "
-                             "wbic, rlct and loo (default: 1000)")
+                             f"wbic, rlct and loo (default: {NUTS().num_samples})")
     parser.add_argument("--num-warmup", type=positive_int, default=None,
-                        help="with --sampler nuts: NUTS warm-up steps (default: 1000)")
+                        help="with --sampler nuts: NUTS warm-up steps (default: "
+                             f"{NUTS().num_warmup})")
+    parser.add_argument("--tempered", action="store_true",
+                        help="the reference F by adaptive tempered SMC for every model, "
+                             "without the fast path from posterior draws (slower)")
     parser.add_argument("--num-particles", type=positive_int, default=1000,
-                        help="SMC particles per copy for the reference F (default: 1000)")
+                        help="SMC particles per copy of the tempered path: run for a model "
+                             "whose fast-path checks fail, or for every model with --tempered "
+                             "(default: 1000)")
     add_output_options(parser, OUTPUT_FILES)
+
+
+def _sampler(text: str) -> str:
+    """--sampler's value, an old name replaced by its new one with a note on stderr."""
+    if text in RENAMED_SAMPLERS:
+        print(f"slt: note: --sampler {text} is now called {RENAMED_SAMPLERS[text]!r}; the old "
+              "name goes in the next release", file=sys.stderr)
+        return RENAMED_SAMPLERS[text]
+    return text
 
 
 def _methods(text: str) -> tuple[str, ...]:
@@ -111,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--num-samples and --num-warmup set NUTS chains: add --sampler nuts")
     problems = _problems(args)
     plan = ComparisonPlan(free_energy=Tempering(num_particles=args.num_particles))
+    if args.tempered:
+        plan = replace(plan, draws=None)
     if args.sampler == "nuts":  # WBIC from the rlct chains at 1 / log n where rlct runs
         nuts = NUTS(**sampling)
         plan = replace(plan, wbic=nuts if "rlct" not in methods else None, rlct=nuts, loo=nuts)

@@ -2,7 +2,8 @@
 
 1. **Which model class does the data support?** The Old Faithful eruption durations
    (bundled, `slt/data/README.md`) under Gaussian mixtures with K = 1 … 3 components, compared
-   by `slt.compare`: BIC, Laplace, WBIC, the reference F by tempered SMC and n L_n(ŵ) + λ̂ log n.
+   by `slt.compare`: BIC, Laplace, WBIC, the reference F (from posterior draws, checked, with
+   tempered SMC as the fallback) and n L_n(ŵ) + λ̂ log n.
 2. **How complex is a trained network, really?** Two-layer networks trained (maximum
    likelihood, `slt.fit_map`: Adam then L-BFGS) on seeded synthetic data whose learning
    coefficient is known; λ̂ by `slt.llc` with a calibrated step size, beside d/2 (BIC), the
