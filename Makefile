@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.slt-installed
 DOCS_STAMP := $(VENV)/.slt-docs-installed
 
-.PHONY: demo test bench lint clean dist docs notebooks test-notebooks test-packaging
+.PHONY: demo test bench lint clean dist docs notebooks test-notebooks test-packaging test-slow
 
 # uv installs the same packages as pip, compiled to bytecode as pip does, in 19 s instead of 39
 # (clean clone). Without that bytecode every test process compiles the packages it imports,
@@ -39,6 +39,11 @@ test: $(STAMP)
 # .ci/run runs it after make test.
 test-notebooks: $(STAMP)
 	$(PY) -m pytest -q -m notebooks -n 2 --dist load tests/test_notebooks.py
+
+# The long statistical checks (`@pytest.mark.slow`) that make test's 10 minutes leave out:
+# accuracy against exact answers at realistic sizes, bitwise checks against recorded values.
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow -n 2 --dist loadscope
 
 bench: $(STAMP)
 	$(PY) -m benchmarks

@@ -61,7 +61,7 @@ def test_fit_and_tempered_smc_are_bitwise_those_of_the_keyword_api(recorded):
         np.testing.assert_array_equal(getattr(smc, name), reference[f"smc/{name}"])
 
 
-@pytest.mark.slow  # 19 s of the 10-minute budget of `make test`: run with -m slow / make bench
+@pytest.mark.slow  # 19 s of the 10-minute budget of `make test`: run with make test-slow
 def test_nuts_and_nested_sampling_are_bitwise_those_of_the_keyword_api(recorded):
     problem, reference = recorded
     nuts = sample_nuts(problem, KEY, [0.5, 1.0],

@@ -13,7 +13,7 @@ from benchmarks import llc_nonlinear as bench
 N = 500  # enough rows for every rank here (d <= 57); the symmetries are exact at any n
 
 
-@pytest.mark.slow  # 14 s of CPU with its imports: run with the benchmark (make bench, -m slow)
+@pytest.mark.slow  # 14 s of CPU with its imports: run with make test-slow
 @pytest.mark.parametrize("build, d, rank", [
     (functools.partial(bench._mlp_teacher, 15, [2, 4, 1], "relu", N, nullity_per_unit=1),
      17, 13),

@@ -146,9 +146,9 @@ MAX_MISSED_SHARE = 0.02
 HOT_POINTS = 1024
 # ... where "missed" is a log weight more than this many nats above log Z: a region where the
 # posterior's density is e^15 ~ 3e6 times q's is drawn by 20 000 draws of q only if it holds
-# more than about a tenth of the posterior. Gaps of 5-10 nats (COVERAGE_GAP's range) are the
-# tails of q, which k-hat judges: the draws at 1/log n with the most weight at beta = 1 have
-# them on Old Faithful K = 4, where the fast path's F is right.
+# more than about a sixth of the posterior (20 000 x 3e-7 x 1/6 = 1). Gaps of 5-10 nats
+# (COVERAGE_GAP's range) are the tails of q, which k-hat judges: the draws at 1/log n with the
+# most weight at beta = 1 have them on Old Faithful K = 4, where the fast path's F is right.
 HOT_GAP = 15.0
 
 
