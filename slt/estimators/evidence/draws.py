@@ -561,8 +561,10 @@ def _assess(problem, options: FromDraws, sides, optima, hot) -> _Assessed:
     bridge = _combined([b[0] for b in bridges], [b[1] for b in bridges])
     optimum_gaps = np.max(np.stack([_optimum_gaps(problem, side.proposal, optima, side.run)
                                     for side in sides]), axis=0)
-    missed_share = max((_missed_share(problem, side.proposal, side.run, *draws)
-                        for side in sides for draws in hot), default=float("nan"))
+    shares = [_missed_share(problem, side.proposal, side.run, *draws)
+              for side in sides for draws in hot]
+    # the largest measured one: a temperature whose draws carry no finite weight says nothing
+    missed_share = max((share for share in shares if np.isfinite(share)), default=float("nan"))
     return _Assessed(estimate, bridges, bridge, optimum_gaps, missed_share,
                      _check(options, runs, estimate, bridge, optimum_gaps, missed_share))
 
@@ -592,7 +594,7 @@ def _missed_share(problem, proposal, run: ImportanceRun, beta: float, points, nl
     if not usable.any():
         return float("nan")
     u = np.exp(log_u[usable] - log_u[usable].max())
-    missed = ~(gaps[usable] - run.log_evidence <= HOT_GAP)  # NaN counts as missed
+    missed = gaps[usable] - run.log_evidence > HOT_GAP  # a NaN target's weight is -inf
     return float(np.sum(u[missed]) / np.sum(u))
 
 
